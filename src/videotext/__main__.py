@@ -1,0 +1,3 @@
+from videotext.cli import main
+
+main()
