@@ -1,0 +1,251 @@
+"""Run configuration: dataclasses, YAML loading, `--set a.b=c` overrides.
+
+A run config names a method (`method: dual`) and holds that method's own config
+dataclass under `model:`; everything else (data, optimiser, schedule, training loop)
+is shared by every method. Unknown keys are errors that name the key and the file, so a
+typo never silently falls back to a default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from videotext.errors import VideoTextError
+
+
+class ConfigError(VideoTextError, ValueError):
+    """A config file, key or value is wrong."""
+
+
+@dataclass
+class DataConfig:
+    """Where the videos, text and features are, and which splits to use."""
+
+    manifest: str = ""  # a videotext manifest (see videotext.data.schema); relative to the config file
+    features: str = ""  # a FeatureStore folder; "" = <manifest folder>/features
+    experts: list[str] = field(default_factory=lambda: ["appearance", "motion", "audio"])
+    train_split: str = "train"
+    val_split: str = "val"  # model selection happens here, never on test
+    test_split: str = "test"
+    max_steps_per_expert: int = 30  # features kept per expert (MMT §4.2: 30)
+    max_text_tokens: int = 30  # word pieces per caption (MMT §4.2: 30)
+    num_workers: int = 0
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adamw"  # adamw | adam | radam
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+
+
+@dataclass
+class ScheduleConfig:
+    """Learning-rate schedule: linear warm-up, then a decay rule."""
+
+    warmup_steps: int = 0
+    decay: str = "constant"  # constant | linear | cosine | step | exponential | plateau
+    step_size: int = 1000  # steps between multiplications for `step`
+    gamma: float = 0.95  # factor for `step` (per step_size) and `exponential` (per step)
+    min_lr_ratio: float = 0.0  # lr floor for linear / cosine / plateau, as a fraction of lr
+    plateau_patience: int = 2  # evaluations without improvement before reducing (COOT §4)
+    plateau_factor: float = 0.1
+    plateau_cooldown: int = 0
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 64
+    accumulate: int = 1  # gradient accumulation steps
+    grad_clip: float = 0.0  # max global grad norm; 0 = off
+    amp: str = "auto"  # auto | off | bf16 | fp16; auto = bf16 on CUDA devices that support it, off on CPU
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    seed: int = 0
+    eval_every: int = 1  # epochs between validation evaluations
+    select_metric: str = "t2v.geometric_mean"  # validation metric that picks the best checkpoint
+    log_every: int = 10  # steps between log lines in metrics.jsonl
+    deterministic: bool = True
+    checkpoint_every: int = 0  # steps between mid-epoch checkpoints; 0 = only at epoch ends
+
+
+@dataclass
+class RunConfig:
+    method: str = "dual"
+    model: dict[str, Any] = field(default_factory=dict)  # the method's own config, see videotext.models
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    out_dir: str = "runs/default"
+    name: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+
+# --- generic dataclass <-> dict ---------------------------------------------------------
+def to_plain(obj: Any) -> Any:
+    """Dataclasses, tuples and paths → plain YAML-able values."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def from_dict(cls: type, data: Any, where: str = "config") -> Any:
+    """Build dataclass `cls` from nested dicts, checking every key and type."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(names)}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _coerce(hints[name], value, f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(arg, value, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{where}: expected {len(args)} values, got {value!r}")
+            return tuple(_coerce(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        item = args[0] if args else Any
+        out = [_coerce(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(out) if origin is tuple else out
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if hint is Any:
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        try:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+    if hint is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if hint is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+# --- overrides and files ------------------------------------------------------------------
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `a.b.c=value` strings to a nested dict (values parsed as YAML scalars/lists)."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. train.epochs=5")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {part!r} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None) -> RunConfig:
+    """Read a YAML run config, apply overrides, validate. Relative data paths resolve against the file."""
+    data: dict[str, Any] = dict(base or {})
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+        data = deep_merge(data, loaded)
+    data = apply_overrides(data, list(overrides or []))
+    config = from_dict(RunConfig, data, str(path) if path else "config")
+    if path is not None:
+        base_dir = Path(path).resolve().parent
+        for name in ("manifest", "features"):
+            value = getattr(config.data, name)
+            if value and not Path(value).is_absolute():
+                setattr(config.data, name, str((base_dir / value).resolve()))
+    return config
+
+
+def deep_merge(base: dict, update: dict) -> dict:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def save_config(config: RunConfig, path: str | Path) -> None:
+    from videotext.io import atomic_open
+
+    with atomic_open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(config.to_dict(), handle, sort_keys=False)

@@ -1,0 +1,549 @@
+"""The one retrieval metric of the project: R@K, MdR, MnR for every method and protocol.
+
+`retrieval_metrics(sims, relevant)` ranks, for every query (a row of `sims`), its
+best-scoring relevant target among all targets. `relevant` is always explicit — one
+target index per query, a list of target sets, or a 0/1 matrix — and never inferred
+from the matrix shape. Every protocol (MSR-VTT 1k-A, the full multi-caption test,
+paragraph↔video, clip↔sentence) is a way of building `relevant` (see the
+``*_relevance`` helpers), not another metric.
+
+Rank definition (1-based). Let ``best`` be the highest score among a query's relevant
+targets, ``g`` the number of *non-relevant* targets scoring strictly more than ``best``
+and ``e`` the number of non-relevant targets scoring exactly ``best``. Other relevant
+targets are never competitors. Then
+
+- ``ties="optimistic"``:  rank = g + 1 (ties broken in favour of the relevant target);
+- ``ties="pessimistic"``: rank = g + e + 1 (ties broken against it);
+- ``ties="average"``:     ties broken uniformly at random, so the rank is uniform on
+  g+1 … g+e+1. The reported rank is its expectation g + 1 + e/2, and a query counts
+  towards R@K with the *probability* that its rank is <= K,
+  ``clip((K - g) / (e + 1), 0, 1)`` — i.e. R@K is the expected recall over random
+  tie orderings. Without ties all three modes agree with a plain sort.
+
+NaN scores count as -inf (a model that outputs NaN for a pair ranks it last; a NaN
+best relevant score ties with every other NaN/-inf score). Recalls are in percent;
+MdR is the median and MnR the mean of the per-query ranks.
+
+The metric counts instead of sorting: queries are processed in chunks, and each chunk
+is compared against its best relevant scores (two comparisons, two counts). Memory
+beyond the input is O(chunk_size × n_targets) and no float64 copy of the matrix is
+made, so a 60 000 × 3 000 matrix costs a few MB extra (``bench/metrics.py``). Torch
+tensors are counted on their own device in their own dtype (CPU tensors other than
+bfloat16 are read through numpy, sharing memory, which counts faster).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from videotext.data.schema import CaptionRef, VideoTextDataset
+
+TIE_MODES = ("optimistic", "pessimistic", "average")
+DEFAULT_KS = (1, 5, 10, 50)
+TABLE_COLUMNS = (("R1", "R@1"), ("R5", "R@5"), ("R10", "R@10"), ("MdR", "MdR"), ("MnR", "MnR"))
+# elements of one chunk ([chunk_size, n_targets]); the temporaries are a few of these
+_AUTO_CHUNK_ELEMENTS = 1 << 22
+
+
+# --- relevance: which targets are correct for each query ----------------------------
+@dataclass(frozen=True)
+class Relevance:
+    """Relevant targets of each query in CSR form.
+
+    Row ``q``'s relevant target indices are ``indices[indptr[q]:indptr[q + 1]]``,
+    sorted and unique. Memory is O(number of relevant pairs), not O(queries × targets).
+    """
+
+    indptr: np.ndarray  # [n_queries + 1] int64
+    indices: np.ndarray  # [n_pairs] int64
+    n_targets: int
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Number of relevant targets of each query: [n_queries] int64."""
+        return np.diff(self.indptr)
+
+    def row(self, query: int) -> np.ndarray:
+        return self.indices[self.indptr[query] : self.indptr[query + 1]]
+
+    def to_lists(self) -> list[list[int]]:
+        return [self.row(q).tolist() for q in range(self.n_queries)]
+
+    @classmethod
+    def from_pairs(
+        cls, query_index: np.ndarray, target_index: np.ndarray, n_queries: int, n_targets: int
+    ) -> "Relevance":
+        """Build from (query, target) index pairs; duplicates are dropped."""
+        query_index = np.asarray(query_index, dtype=np.int64)
+        target_index = np.asarray(target_index, dtype=np.int64)
+        bad = (target_index < 0) | (target_index >= n_targets)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"relevant: query {int(query_index[i])} names target {int(target_index[i])}, "
+                f"expected an index in [0, {n_targets})"
+            )
+        order = np.lexsort((target_index, query_index))
+        query_index, target_index = query_index[order], target_index[order]
+        if len(order):
+            keep = np.ones(len(order), dtype=bool)
+            keep[1:] = (np.diff(query_index) != 0) | (np.diff(target_index) != 0)
+            query_index, target_index = query_index[keep], target_index[keep]
+        indptr = np.zeros(n_queries + 1, dtype=np.int64)
+        np.cumsum(np.bincount(query_index, minlength=n_queries), out=indptr[1:])
+        return cls(indptr, target_index, int(n_targets))
+
+
+def _is_tensor(x: Any) -> bool:
+    torch = sys.modules.get("torch")  # never import torch just to check
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def as_relevance(relevant: Any, n_queries: int, n_targets: int) -> Relevance:
+    """Normalise any accepted form of `relevant` to a `Relevance` (CSR).
+
+    Accepted: a `Relevance`; a 1-D integer array/tensor/list of length n_queries (one
+    target per query, a negative value = none); a list with one entry per query, each
+    an int, an iterable of ints (list, set, array) or None; a boolean / 0-1 matrix
+    ``[n_queries, n_targets]`` (numpy, torch or scipy.sparse; nonzero = relevant).
+    """
+    if isinstance(relevant, Relevance):
+        if relevant.n_queries != n_queries or relevant.n_targets != n_targets:
+            raise ValueError(
+                f"relevant is for {relevant.n_queries} queries × {relevant.n_targets} targets, "
+                f"sims is {n_queries} × {n_targets}"
+            )
+        return relevant
+    if _is_tensor(relevant):
+        relevant = relevant.detach().cpu().numpy()
+    if hasattr(relevant, "tocoo") and not isinstance(relevant, np.ndarray):  # scipy.sparse
+        coo = relevant.tocoo()
+        _check_matrix_shape(coo.shape, n_queries, n_targets)
+        nonzero = coo.data != 0
+        return Relevance.from_pairs(coo.row[nonzero], coo.col[nonzero], n_queries, n_targets)
+    if isinstance(relevant, np.ndarray):
+        if relevant.ndim == 2:
+            _check_matrix_shape(relevant.shape, n_queries, n_targets)
+            if relevant.dtype != bool and not np.isin(relevant, (0, 1)).all():
+                raise ValueError(
+                    "relevant: a 2-D relevant must be a boolean or 0/1 matrix [n_queries, n_targets]; "
+                    "for several targets per query pass a list of lists"
+                )
+            rows, cols = np.nonzero(relevant)
+            return Relevance.from_pairs(rows, cols, n_queries, n_targets)
+        if relevant.ndim == 1 and relevant.dtype != object:
+            if not np.issubdtype(relevant.dtype, np.integer):
+                raise ValueError(f"relevant: expected integer target indices, got dtype {relevant.dtype}")
+            return _from_index_vector(relevant, n_queries, n_targets)
+        if relevant.ndim != 1:
+            raise ValueError(f"relevant: expected 1-D or 2-D, got shape {relevant.shape}")
+    # a sequence with one entry per query
+    entries = list(relevant)
+    if all(isinstance(x, numbers.Integral) for x in entries):
+        return _from_index_vector(np.asarray(entries, dtype=np.int64), n_queries, n_targets)
+    if len(entries) != n_queries:
+        raise ValueError(f"relevant has {len(entries)} entries, sims has {n_queries} queries (rows)")
+    rows: list[int] = []
+    cols: list[int] = []
+    for q, entry in enumerate(entries):
+        targets = [] if entry is None else [entry] if isinstance(entry, numbers.Integral) else list(entry)
+        for t in targets:
+            if not isinstance(t, numbers.Integral):
+                raise ValueError(f"relevant[{q}]: expected integer target indices, got {t!r}")
+        rows.extend([q] * len(targets))
+        cols.extend(int(t) for t in targets)
+    return Relevance.from_pairs(np.asarray(rows), np.asarray(cols), n_queries, n_targets)
+
+
+def _check_matrix_shape(shape: tuple, n_queries: int, n_targets: int) -> None:
+    if tuple(shape) != (n_queries, n_targets):
+        raise ValueError(f"relevant matrix has shape {tuple(shape)}, sims has ({n_queries}, {n_targets})")
+
+
+def _from_index_vector(targets: np.ndarray, n_queries: int, n_targets: int) -> Relevance:
+    if len(targets) != n_queries:
+        raise ValueError(f"relevant has {len(targets)} entries, sims has {n_queries} queries (rows)")
+    has = targets >= 0
+    return Relevance.from_pairs(np.flatnonzero(has), targets[has], n_queries, n_targets)
+
+
+def invert_relevance(relevant: Any, n_targets: int, n_queries: int | None = None) -> Relevance:
+    """The relevance of the transposed problem: target t's relevant "targets" are the
+    queries that have t as relevant (e.g. a video → all of its captions), for v2t."""
+    if n_queries is None:
+        if isinstance(relevant, Relevance):
+            n_queries = relevant.n_queries
+        elif _is_tensor(relevant) or isinstance(relevant, np.ndarray) or hasattr(relevant, "shape"):
+            n_queries = int(relevant.shape[0])
+        else:
+            n_queries = len(relevant)
+    rel = as_relevance(relevant, n_queries, n_targets)
+    query_index = np.repeat(np.arange(rel.n_queries, dtype=np.int64), rel.counts)
+    return Relevance.from_pairs(rel.indices, query_index, n_targets, rel.n_queries)
+
+
+# --- the metric ------------------------------------------------------------------------
+def retrieval_metrics(
+    sims: Any,
+    relevant: Any,
+    ties: str = "average",
+    query_mask: Any = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    chunk_size: int | None = None,
+    target_mask: Any = None,
+    return_ranks: bool = False,
+) -> dict[str, float] | tuple[dict[str, float], np.ndarray]:
+    """R@K (percent), MdR, MnR and the geometric mean of R@1/5/10 of a score matrix.
+
+    Args:
+        sims: ``[n_queries, n_targets]`` scores, higher = better (numpy array or torch
+            tensor, any float dtype, any device). NaN counts as -inf.
+        relevant: each query's correct target(s), see `as_relevance`.
+        ties: "average" (expected rank and expected R@K under random tie-breaking),
+            "optimistic" or "pessimistic"; see the module docstring.
+        query_mask: bool ``[n_queries]``; False skips the query (e.g. a missing caption).
+        ks: the K of the R@K keys; R1, R5 and R10 are always computed (geometric mean).
+        chunk_size: queries per chunk; None picks ~4M matrix elements per chunk.
+        target_mask: bool ``[n_targets]``; False removes the target from the ranking
+            (it is neither a competitor nor a relevant target).
+        return_ranks: also return the per-query ranks, float64 ``[n_queries]``, NaN
+            for skipped queries (for rank histograms).
+
+    Returns:
+        ``{"R1", "R5", "R10", "R50", ..., "MdR", "MnR", "geometric_mean", "n_queries"}``
+        (and the ranks when `return_ranks`).
+
+    Raises:
+        ValueError: a query that is not skipped has no relevant target, or shapes,
+            indices or `ties` are wrong.
+    """
+    if ties not in TIE_MODES:
+        raise ValueError(f"ties={ties!r}: expected one of {TIE_MODES}")
+    if len(getattr(sims, "shape", ())) != 2:
+        sims = np.asarray(sims)
+        if sims.ndim != 2:
+            raise ValueError(f"sims must be 2-D [n_queries, n_targets], got shape {sims.shape}")
+    n_queries, n_targets = (int(s) for s in sims.shape)
+    rel = as_relevance(relevant, n_queries, n_targets)
+    keep_query = _as_mask(query_mask, n_queries, "query_mask")
+    keep_target = _as_mask(target_mask, n_targets, "target_mask")
+    if keep_target is not None:  # removed targets can not be relevant either
+        pair_query = np.repeat(np.arange(n_queries, dtype=np.int64), rel.counts)
+        keep = keep_target[rel.indices]
+        rel = Relevance.from_pairs(pair_query[keep], rel.indices[keep], n_queries, n_targets)
+
+    queries = np.arange(n_queries) if keep_query is None else np.flatnonzero(keep_query)
+    if len(queries) == 0:
+        raise ValueError("no query to evaluate: query_mask is all False (or sims has no rows)")
+    missing = queries[rel.counts[queries] == 0]
+    if len(missing):
+        raise ValueError(
+            f"query {int(missing[0])} has no relevant target ({len(missing)} such queries); "
+            "fix `relevant` or skip them with query_mask"
+        )
+
+    greater, equal = _count_competitors(sims, rel, queries, chunk_size, keep_target)
+    if ties == "optimistic":
+        better, tied = greater, np.zeros_like(equal)
+    elif ties == "pessimistic":
+        better, tied = greater + equal, np.zeros_like(equal)
+    else:
+        better, tied = greater, equal
+    ranks = better + 1.0 + tied / 2.0  # [n_evaluated] float64
+
+    metrics: dict[str, float] = {}
+    for k in sorted(set(int(k) for k in ks) | {1, 5, 10}):
+        hit = np.clip((k - better) / (tied + 1.0), 0.0, 1.0)  # P(rank <= k)
+        metrics[f"R{k}"] = float(100.0 * hit.mean())
+    metrics["MdR"] = float(np.median(ranks))
+    metrics["MnR"] = float(ranks.mean())
+    metrics["geometric_mean"] = float((metrics["R1"] * metrics["R5"] * metrics["R10"]) ** (1.0 / 3.0))
+    metrics["n_queries"] = int(len(queries))
+    if not return_ranks:
+        return metrics
+    all_ranks = np.full(n_queries, np.nan)
+    all_ranks[queries] = ranks
+    return metrics, all_ranks
+
+
+def _as_mask(mask: Any, n: int, name: str) -> np.ndarray | None:
+    if mask is None:
+        return None
+    if _is_tensor(mask):
+        mask = mask.detach().cpu().numpy()
+    mask = np.asarray(mask)
+    if mask.shape != (n,) or mask.dtype != bool:
+        raise ValueError(f"{name} must be a bool array of shape ({n},), got {mask.dtype} {mask.shape}")
+    return mask
+
+
+def _count_competitors(
+    sims: Any,
+    rel: Relevance,
+    queries: np.ndarray,  # [n_evaluated] sorted row indices
+    chunk_size: int | None,
+    keep_target: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per evaluated query: #non-relevant targets scoring > and == its best relevant score."""
+    is_torch = _is_tensor(sims)
+    if is_torch:
+        sims = sims.detach()
+        if sims.device.type == "cpu" and sims.dtype != _torch().bfloat16:
+            sims, is_torch = sims.numpy(), False  # shares memory; numpy counts faster on CPU
+    n_targets = int(sims.shape[1])
+    if chunk_size is None:
+        chunk_size = max(1, _AUTO_CHUNK_ELEMENTS // max(n_targets, 1))
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    removed = None if keep_target is None else np.flatnonzero(~keep_target)
+    if removed is not None and is_torch:
+        removed = _torch().from_numpy(removed).to(sims.device)
+    greater = np.empty(len(queries), dtype=np.int64)
+    equal = np.empty(len(queries), dtype=np.int64)
+    for start in range(0, len(queries), chunk_size):
+        rows = queries[start : start + chunk_size]  # [c]
+        if rows[-1] - rows[0] == len(rows) - 1:  # contiguous: a view, no copy
+            block = sims[int(rows[0]) : int(rows[-1]) + 1]
+        else:
+            block = sims[_torch().from_numpy(rows).to(sims.device)] if is_torch else sims[rows]
+        block = _as_float(block, is_torch)  # [c, n_targets]
+        best, relevant_ties = _best_relevant(block, rel, rows, is_torch)  # [c] float64, [c] int64
+        cut = (_torch().from_numpy(best).to(block.dtype).to(block.device) if is_torch
+               else best.astype(block.dtype))[:, None]  # [c, 1], exact: best came from block
+        g, ge = _count(block > cut, is_torch), _count(block >= cut, is_torch)
+        if removed is not None and len(removed):
+            gone = block[:, removed]  # [c, n_removed]
+            g, ge = g - _count(gone > cut, is_torch), ge - _count(gone >= cut, is_torch)
+        nan_best = np.flatnonzero(best == -np.inf)
+        if len(nan_best):  # NaN = -inf: NaN scores tie with a -inf best relevant score
+            sub = block[_torch().from_numpy(nan_best).to(block.device)] if is_torch else block[nan_best]
+            if removed is not None and len(removed):
+                sub = sub.clone() if is_torch else sub.copy()
+                sub[:, removed] = 0.0
+            ge[nan_best] += _count(sub != sub, is_torch)
+        greater[start : start + len(rows)] = g
+        equal[start : start + len(rows)] = ge - g - relevant_ties
+    return greater, equal
+
+
+def _best_relevant(block: Any, rel: Relevance, rows: np.ndarray, is_torch: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Best relevant score of each row (float64, NaN → -inf) and how many relevant targets equal it."""
+    counts = rel.counts[rows]  # [c], all >= 1
+    offsets = np.zeros(len(rows), dtype=np.int64)
+    np.cumsum(counts[:-1], out=offsets[1:])
+    local = np.repeat(np.arange(len(rows)), counts)  # [p] row within the block
+    pos = np.arange(int(counts.sum())) - np.repeat(offsets, counts) + np.repeat(rel.indptr[rows], counts)
+    cols = rel.indices[pos]  # [p] target index
+    if is_torch:
+        torch = _torch()
+        vals = block[torch.from_numpy(local).to(block.device), torch.from_numpy(cols).to(block.device)]
+        vals = vals.double().cpu().numpy()
+    else:
+        vals = np.asarray(block[local, cols], dtype=np.float64)
+    vals[np.isnan(vals)] = -np.inf
+    best = np.maximum.reduceat(vals, offsets)  # [c]
+    ties = np.add.reduceat((vals == best[local]).astype(np.int64), offsets)  # [c]
+    return best, ties
+
+
+def _as_float(block: Any, is_torch: bool) -> Any:
+    if is_torch:
+        return block if block.is_floating_point() else block.double()
+    return block if np.issubdtype(block.dtype, np.floating) else block.astype(np.float64)
+
+
+def _count(flags: Any, is_torch: bool) -> np.ndarray:
+    """Row-wise number of True: [c, n] bool → [c] int64 (numpy)."""
+    if is_torch:
+        return flags.sum(dim=1).cpu().numpy().astype(np.int64)
+    return np.count_nonzero(flags, axis=1).astype(np.int64)
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def retrieval_metrics_both(
+    sims_t2v: Any,
+    relevant_t2v: Any,
+    ties: str = "average",
+    query_mask: Any = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    chunk_size: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """Text→video and video→text metrics of one ``[n_texts, n_videos]`` matrix.
+
+    v2t ranks the texts for each video (``sims_t2v.T``); a video's relevant texts are all
+    texts that have it as relevant (`invert_relevance`). Texts skipped by `query_mask`
+    are skipped as t2v queries *and* removed from the v2t candidates; a video whose
+    texts are all skipped is skipped in v2t. A video no text refers to at all raises.
+    """
+    n_texts, n_videos = (int(s) for s in sims_t2v.shape)
+    rel = as_relevance(relevant_t2v, n_texts, n_videos)
+    t2v = retrieval_metrics(sims_t2v, rel, ties, query_mask, ks, chunk_size)
+    keep_text = _as_mask(query_mask, n_texts, "query_mask")
+    inverse = invert_relevance(rel, n_videos)
+    video_mask = None
+    if keep_text is not None:
+        kept = invert_relevance(_restrict_queries(rel, keep_text), n_videos)
+        video_mask = (inverse.counts == 0) | (kept.counts > 0)  # all-skipped → skip; none at all → error
+    try:
+        v2t = retrieval_metrics(
+            sims_t2v.T, inverse, ties, video_mask, ks, chunk_size, target_mask=keep_text
+        )
+    except ValueError as exc:
+        raise ValueError(f"v2t (rows = videos): {exc}") from None
+    return {"t2v": t2v, "v2t": v2t}
+
+
+def _restrict_queries(rel: Relevance, keep: np.ndarray) -> Relevance:
+    pair_query = np.repeat(np.arange(rel.n_queries, dtype=np.int64), rel.counts)
+    kept = keep[pair_query]
+    return Relevance.from_pairs(pair_query[kept], rel.indices[kept], rel.n_queries, rel.n_targets)
+
+
+# --- protocols: each one only builds `relevant` ---------------------------------------
+def relevance_from_ids(query_ids: Sequence[Hashable], target_ids: Sequence[Hashable]) -> np.ndarray:
+    """Query i's target is the target with the same id: int64 ``[n_queries]`` for `relevant`.
+
+    Lists (e.g. ``[video_id, segment]`` read from JSON) are compared as tuples.
+    """
+    def key(x: Any) -> Hashable:
+        return tuple(x) if isinstance(x, list) else x
+
+    position: dict[Hashable, int] = {}
+    for t, target in enumerate(target_ids):
+        if key(target) in position:
+            raise ValueError(f"target id {target!r} appears twice (targets {position[key(target)]} and {t})")
+        position[key(target)] = t
+    out = np.empty(len(query_ids), dtype=np.int64)
+    for q, query in enumerate(query_ids):
+        try:
+            out[q] = position[key(query)]
+        except KeyError:
+            raise ValueError(f"query {q}: id {query!r} is not among the {len(position)} target ids") from None
+    return out
+
+
+def one_to_one_relevance(n: int) -> np.ndarray:
+    """Query i ↔ target i (MSR-VTT 1k-A: one caption per video, in video order)."""
+    return np.arange(n, dtype=np.int64)
+
+
+def msrvtt_1ka_relevance(n_videos: int = 1000) -> np.ndarray:
+    """MSR-VTT 1k-A (JSFusion test split): caption i is the one caption of video i."""
+    return one_to_one_relevance(n_videos)
+
+
+def multi_caption_relevance(caption_video_ids: Sequence[str], video_ids: Sequence[str]) -> np.ndarray:
+    """Full multi-caption test: every caption is a query and its video the target; for v2t
+    (`retrieval_metrics_both`) any caption of the video is relevant."""
+    return relevance_from_ids(caption_video_ids, video_ids)
+
+
+def paragraph_video_relevance(paragraph_video_ids: Sequence[str], video_ids: Sequence[str]) -> np.ndarray:
+    """Paragraph ↔ video (ActivityNet, YouCook2 video level): one paragraph per video."""
+    return relevance_from_ids(paragraph_video_ids, video_ids)
+
+
+def clip_sentence_relevance(
+    sentence_keys: Sequence[tuple[str, int]], clip_keys: Sequence[tuple[str, int]]
+) -> np.ndarray:
+    """Sentence ↔ clip: sentence ``(video_id, segment_index)`` ↔ the clip with that key."""
+    return relevance_from_ids(sentence_keys, clip_keys)
+
+
+def dataset_caption_relevance(
+    dataset: "VideoTextDataset", video_ids: Sequence[str] | None = None
+) -> tuple[np.ndarray, list["CaptionRef"]]:
+    """Multi-caption protocol of a dataset: (relevant, caption refs in query order).
+
+    Targets are `video_ids` (default: every video of the dataset, in order); queries are
+    the captions of those videos, in `dataset.caption_refs()` order.
+    """
+    if video_ids is None:
+        video_ids = list(dataset.videos)
+    wanted = set(video_ids)
+    refs = [r for r in dataset.caption_refs() if r.video_id in wanted]
+    return multi_caption_relevance([r.video_id for r in refs], video_ids), refs
+
+
+# --- reporting -------------------------------------------------------------------------
+def aggregate_seeds(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Mean, std and n of every numeric metric over runs (seeds).
+
+    std is the sample standard deviation (ddof=1), as papers report mean ± std; it is
+    0.0 when there is one run. Nested dicts (``{"t2v": {...}, "v2t": {...}}``) are
+    aggregated per key. Keys missing from some runs are aggregated over the others.
+    """
+    if not runs:
+        raise ValueError("aggregate_seeds needs at least one run")
+    out: dict[str, Any] = {}
+    keys = list(dict.fromkeys(k for run in runs for k in run))
+    for key in keys:
+        values = [run[key] for run in runs if key in run]
+        if all(isinstance(v, Mapping) for v in values):
+            out[key] = aggregate_seeds(values)
+        elif all(isinstance(v, numbers.Real) for v in values):
+            array = np.asarray(values, dtype=np.float64)
+            std = float(array.std(ddof=1)) if len(array) > 1 else 0.0
+            out[key] = {"mean": float(array.mean()), "std": std, "n": len(array)}
+    return out
+
+
+def format_mean_std(value: Mapping[str, Any] | float, std: float | None = None, digits: int = 1) -> str:
+    """``"42.1 ± 0.3"`` from a mean and std, or from an `aggregate_seeds` entry
+    (a single run, or no std, prints the value alone)."""
+    if isinstance(value, Mapping):
+        mean = float(value["mean"])
+        std = float(value["std"]) if value.get("n", 2) > 1 else None
+    else:
+        mean = float(value)
+    if std is None or (isinstance(std, float) and math.isnan(std)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def format_table(
+    metrics_by_direction: Mapping[str, Any],
+    digits: int = 1,
+    style: str = "markdown",
+    columns: Iterable[tuple[str, str]] = TABLE_COLUMNS,
+) -> str:
+    """Results as in the papers: one row per direction (t2v, v2t), columns R@1 R@5 R@10
+    MdR MnR. Values may be plain metrics or `aggregate_seeds` entries (mean ± std).
+    A single metrics dict (no directions) becomes one "t2v" row."""
+    if style not in ("markdown", "plain"):
+        raise ValueError(f"style={style!r}: expected 'markdown' or 'plain'")
+    if "R1" in metrics_by_direction:
+        metrics_by_direction = {"t2v": metrics_by_direction}
+    columns = list(columns)
+    header = ["", *(label for _, label in columns)]
+    body = []
+    for direction, metrics in metrics_by_direction.items():
+        cells = [direction]
+        for key, _ in columns:
+            value = metrics.get(key)
+            cells.append("-" if value is None else format_mean_std(value, digits=digits))
+        body.append(cells)
+    if style == "markdown":
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+        for r in [header, *body]
+    )
