@@ -1,0 +1,83 @@
+"""ActivityNet Captions (Krishna et al., ICCV 2017): dense event descriptions of ~20k videos.
+
+Official layout: ``train.json``, ``val_1.json``, ``val_2.json``, each::
+
+    {"v_QOlSCBRmfWY": {"duration": 82.73,
+                       "timestamps": [[0.83, 19.86], [17.37, 60.81], ...],
+                       "sentences": ["A young woman ...", " The girl ...", ...]}, ...}
+
+Each event becomes a `Segment`; the paragraph is the sentences in time order (the
+paragraph → video protocol). `captions` stay empty: the text lives in the segments.
+
+Protocols (`protocol=`):
+
+- ``"paragraph"`` (default; HSE, COOT, MMT, CE): ``val_1`` is the test set → split
+  ``"test"``; a seeded ``"val"`` is carved from ``train`` (`val_fraction`, `val_count`,
+  `val_seed`) so that model selection never sees test.
+- ``"official"``: splits ``"train"``, ``"val_1"``, ``"val_2"`` as released, no carving.
+
+``val_1`` and ``val_2`` annotate the *same* videos with different sentences; ``val_2``
+videos therefore get ids ``"<id>#val_2"`` with ``feature_key`` = the plain id, so both
+share one set of extracted features. Media: ``v_xxx.mp4`` (or any extension found
+under `video_dir`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from videotext.data.readers._common import (
+    MediaIndex, annotation_files, build, carve, field, load_json, number, span, strings,
+)
+from videotext.data.schema import Segment, Video, VideoTextDataset
+from videotext.errors import DataFormatError
+
+FILES = {"train.json": "train", "val_1.json": "val_1", "val_2.json": "val_2"}
+SECOND_ANNOTATION = "val_2"
+
+
+def read_activitynet(
+    path: str | Path, *, protocol: str = "paragraph", video_dir: str | Path | None = None,
+    val_fraction: float | None = 0.1, val_count: int | None = None, val_seed: int = 0,
+) -> VideoTextDataset:
+    """Read ActivityNet Captions from its folder (or one of its json files)."""
+    if protocol not in ("paragraph", "official"):
+        raise DataFormatError(path, "protocol", f"unknown protocol {protocol!r}; known: paragraph, official")
+    files = annotation_files(path, FILES, "ActivityNet Captions")
+    media = MediaIndex(video_dir)
+    videos: list[Video] = []
+    splits: dict[str, list[str]] = {}
+    for split, file in files.items():
+        suffix = f"#{SECOND_ANNOTATION}" if split == SECOND_ANNOTATION and len(files) > 1 else ""
+        batch = _read_file(file, media, suffix)
+        videos.extend(batch)
+        splits[split] = [v.id for v in batch]
+    if protocol == "paragraph" and "val_1" in splits:
+        splits["test"] = splits.pop("val_1")
+    dataset = build("activitynet", videos, splits, next(iter(files.values())), media, {"protocol": protocol})
+    if protocol == "paragraph" and "train" in splits:
+        carve(dataset, val_fraction, val_count, val_seed)
+    return dataset
+
+
+def _read_file(path: Path, media: MediaIndex, suffix: str) -> list[Video]:
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise DataFormatError(path, None, "expected an object of video id → annotation")
+    out = []
+    for vid, entry in data.items():
+        timestamps = field(entry, "timestamps", path, vid, list)
+        sentences = strings(field(entry, "sentences", path, vid, list), path, f"{vid}.sentences")
+        if len(timestamps) != len(sentences):
+            raise DataFormatError(
+                path, f"{vid}.timestamps", f"{len(timestamps)} timestamps but {len(sentences)} sentences"
+            )
+        segments = [
+            Segment(*span(ts, path, f"{vid}.timestamps[{i}]"), sentence)
+            for i, (ts, sentence) in enumerate(zip(timestamps, sentences))
+        ]
+        out.append(Video(
+            id=vid + suffix, path=media.path(vid, f"{vid}.mp4"),
+            duration=number(field(entry, "duration", path, vid), path, f"{vid}.duration"),
+            segments=segments, feature_key=vid if suffix else None,
+        ))
+    return out

@@ -1,0 +1,54 @@
+"""Run config: YAML loading, overrides, and errors that name the key."""
+import pytest
+
+from videotext.config import ConfigError, RunConfig, apply_overrides, load_config
+
+
+def test_overrides_parse_yaml_scalars_and_nested_keys(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("method: dual\ndata:\n  manifest: data/m.json\ntrain:\n  epochs: 3\n")
+    config = load_config(path, ["train.epochs=7", "optim.lr=5e-5", "model.freeze_text=true",
+                                "data.experts=[appearance,audio]", "optim.betas=[0.8,0.9]"])
+    assert isinstance(config, RunConfig)
+    assert config.train.epochs == 7
+    assert config.optim.lr == pytest.approx(5e-5)
+    assert config.model == {"freeze_text": True}
+    assert config.data.experts == ["appearance", "audio"]
+    assert config.optim.betas == (0.8, 0.9)
+    # relative data paths resolve against the config file's folder
+    assert config.data.manifest == str((tmp_path / "data/m.json").resolve())
+
+
+def test_unknown_key_names_the_key_and_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("train:\n  epoch: 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "bad.yaml.train" in str(info.value) and "'epoch'" in str(info.value)
+
+
+def test_wrong_type_names_the_key():
+    with pytest.raises(ConfigError, match=r"config\.train\.epochs: expected an integer"):
+        load_config(None, ["train.epochs=ten"])
+    with pytest.raises(ConfigError, match="expected key=value"):
+        apply_overrides({}, ["train.epochs"])
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_shipped_configs_load():
+    from pathlib import Path
+
+    configs = sorted(Path(__file__).resolve().parents[2].glob("configs/*/*.yaml"))
+    assert configs, "no configs shipped"
+    for path in configs:
+        config = load_config(path)
+        assert config.method
+        assert config.train.epochs > 0
