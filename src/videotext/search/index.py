@@ -1,0 +1,498 @@
+"""The vector index behind `videotext index build` / `videotext search`.
+
+`Index` keeps L2-normalised float32 embeddings (so inner product = cosine) in FAISS,
+beside one `Entry` per vector (a whole video, or a clip `[start, end]` of one).
+
+Kinds (`kind=`), and why:
+
+- ``"flat"``  exact `IndexFlatIP`; no training, no recall loss; cost linear in size.
+- ``"hnsw"``  `IndexHNSWFlat` (inner product): sub-linear search and incremental adds
+  with no training; recall depends on the data (bench/index.py: ≥0.99 recall@10 on
+  embedding-like vectors, far less on isotropic random 256-d ones, the worst case). FAISS cannot delete from HNSW, so removed vectors
+  become tombstones filtered out at search time (`IDSelector`); once they exceed
+  `compact_ratio` of the graph, it is rebuilt from the live vectors.
+- ``"ivf"``   `IndexIVFFlat`, k-means trained on the vectors present when it is built
+  (nlist ≈ 4·sqrt(n)); later adds reuse those centroids, `rebuild()` retrains.
+- ``"ivfpq"`` `IndexIVFPQ` (~dim/4 bytes per vector): for indexes too big for memory;
+  scores and `embeddings_for` are approximate (PQ-decoded) there.
+- ``"auto"``  (default) flat up to `auto_threshold` vectors (50 000: an exact search over
+  50 000 × 256 floats takes ~4 ms on one core, no slower than encoding the query), HNSW above. The choice is made whenever
+  the index is (re)built: at the first `add`, on `rebuild()`, and once, automatically,
+  when an `add` takes an auto-flat index past the threshold.
+
+Ids: every entry gets an internal int64 label (`IndexIDMap2` / IVF ids), so adds and
+removals never renumber anything. Adding an id that already exists *replaces* it
+(upsert: re-indexing a changed video just adds it again); repeating an id inside one
+`add` call is an error. Removing an unknown id is a no-op (deletions are idempotent).
+
+Not thread-safe for writes: do not `add`/`remove` while another thread searches.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import faiss
+import numpy as np
+
+from videotext.errors import DataFormatError, VideoTextError
+from videotext.io import atomic_open, atomic_path, write_json
+
+FORMAT = "videotext-index"
+VERSION = 1
+KINDS = ("auto", "flat", "hnsw", "ivf", "ivfpq")
+AUTO_THRESHOLD = 50_000
+
+
+@dataclass
+class Entry:
+    """One indexed item: a whole video, or the clip `[start, end]` seconds of `video_id`."""
+
+    id: str
+    path: str | None = None
+    start: float | None = None
+    end: float | None = None
+    video_id: str = ""  # defaults to `id` (a whole video)
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise VideoTextError(f"entry id must be a non-empty string, got {self.id!r}")
+        self.video_id = self.video_id or self.id
+        if self.start is not None and self.end is not None and self.end < self.start:
+            raise VideoTextError(f"entry {self.id!r}: end {self.end} is before start {self.start}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The Entry fields (a Hit's score and rank left out); `meta` is a shallow copy."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(Entry)}
+        out["meta"] = dict(self.meta)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Entry":
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(Entry) if f.name in data})
+
+
+@dataclass(kw_only=True)
+class Hit(Entry):
+    """A search result: the entry's fields, its cosine `score`, and its 1-based `rank`."""
+
+    score: float
+    rank: int
+
+    @property
+    def entry(self) -> Entry:
+        return Entry.from_dict(self.to_dict())
+
+
+def _as_matrix(x: Any, what: str) -> np.ndarray:
+    """numpy / torch / nested list -> C-contiguous float32 [N, D]; rows L2-normalised."""
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch
+        x = x.detach().to("cpu").float().numpy()
+    arr = np.array(x, dtype=np.float32, copy=True, order="C")
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise VideoTextError(f"{what} must be a [N, D] matrix, got shape {tuple(arr.shape)}")
+    if not np.isfinite(arr).all():
+        raise VideoTextError(f"{what} contain NaN or infinite values")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    np.divide(arr, norms, out=arr, where=norms > 0)  # zero rows stay zero (score 0)
+    return arr
+
+
+def _ivf_nlist(n: int) -> int:
+    """≈ 4·sqrt(n) lists, but at least 39 training points per centroid (FAISS's minimum)."""
+    return max(1, min(int(4 * math.sqrt(n)), n // 39))
+
+
+class Index:
+    """Embeddings + entries, searchable by cosine similarity. See the module docstring."""
+
+    def __init__(
+        self,
+        dim: int,
+        model: str = "",
+        kind: str = "auto",
+        metric: str = "ip",
+        *,
+        auto_threshold: int = AUTO_THRESHOLD,
+        hnsw_m: int = 32,
+        ef_construction: int = 100,
+        ef_search: int = 128,
+        nprobe: int | None = None,
+        compact_ratio: float = 0.25,
+    ):
+        if not isinstance(dim, int) or dim <= 0:
+            raise VideoTextError(f"index dim must be a positive integer, got {dim!r}")
+        if kind not in KINDS:
+            raise VideoTextError(f"unknown index kind {kind!r}; expected one of {', '.join(KINDS)}")
+        if metric != "ip":
+            raise VideoTextError(f"unknown index metric {metric!r}; expected 'ip' (cosine on normalised vectors)")
+        self.dim, self.model, self.requested_kind, self.metric = dim, model, kind, metric
+        self.auto_threshold = auto_threshold
+        self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
+        self.nprobe, self.compact_ratio = nprobe, compact_ratio
+        self.meta: dict[str, Any] = {}  # free-form, saved in index.json (e.g. the run that encoded it)
+        self._faiss: faiss.Index | None = None  # built at the first add
+        self._kind: str | None = None  # resolved kind of `_faiss`
+        self._entries: dict[int, Entry] = {}  # label -> entry
+        self._labels: dict[str, int] = {}  # id -> label
+        self._dead: set[int] = set()  # HNSW tombstones (only ever grows until a rebuild)
+        self._filter: tuple | None = None  # selectors built from _dead; reset when it changes
+        self._next_label = 0
+
+    # ---- inspection -------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """The FAISS structure in use ("flat", "hnsw", …), or the requested kind before the first add."""
+        return self._kind or self.requested_kind
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._labels
+
+    def __repr__(self) -> str:
+        return f"Index(dim={self.dim}, model={self.model!r}, kind={self.kind!r}, count={len(self)})"
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._labels)
+
+    def get(self, entry_id: str) -> Entry:
+        return self._entries[self._label(entry_id)]
+
+    def entries(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def _label(self, entry_id: str) -> int:
+        try:
+            return self._labels[entry_id]
+        except KeyError:
+            raise VideoTextError(f"id {entry_id!r} is not in the index ({len(self)} entries)") from None
+
+    # ---- building ---------------------------------------------------------------------
+    def _choose_kind(self, n: int) -> str:
+        if self.requested_kind != "auto":
+            return self.requested_kind
+        return "flat" if n <= self.auto_threshold else "hnsw"
+
+    def _ivf_nprobe(self) -> int:
+        nlist = faiss.extract_index_ivf(self._faiss).nlist
+        return min(nlist, self.nprobe or max(1, nlist // 8))
+
+    def _new_faiss(self, kind: str, train: np.ndarray) -> faiss.Index:
+        d, ip = self.dim, faiss.METRIC_INNER_PRODUCT
+        if kind == "flat":
+            return faiss.IndexIDMap2(faiss.IndexFlatIP(d))
+        if kind == "hnsw":
+            hnsw = faiss.IndexHNSWFlat(d, self.hnsw_m, ip)
+            hnsw.hnsw.efConstruction = self.ef_construction
+            return faiss.IndexIDMap2(hnsw)
+        nlist = _ivf_nlist(len(train))
+        if kind == "ivf":
+            ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, ip)
+        else:  # ivfpq: ~4 dims per sub-quantizer, 8 bits each
+            if len(train) < 256:
+                raise VideoTextError(f"kind 'ivfpq' needs at least 256 vectors to train, got {len(train)}; use 'flat'")
+            m = max(s for s in range(1, d + 1) if d % s == 0 and d // s >= 4) if d >= 4 else 1
+            ivf = faiss.IndexIVFPQ(faiss.IndexFlatIP(d), d, nlist, m, 8, ip)
+        ivf.cp.max_points_per_centroid = 64  # k-means on a sample: half the build time (bench)
+        ivf.train(train)
+        ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # reconstruct + remove by id
+        return ivf
+
+    def _build(self, vectors: np.ndarray, labels: np.ndarray) -> None:
+        kind = self._choose_kind(len(vectors))
+        index = self._new_faiss(kind, vectors)
+        index.add_with_ids(vectors, labels)
+        self._faiss, self._kind, self._dead, self._filter = index, kind, set(), None
+
+    def _live(self) -> tuple[np.ndarray, np.ndarray]:
+        labels = np.fromiter(self._entries, dtype=np.int64, count=len(self._entries))
+        if self._faiss is None or not len(labels):
+            return np.zeros((0, self.dim), np.float32), labels
+        return self._faiss.reconstruct_batch(labels), labels
+
+    def rebuild(self, kind: str | None = None) -> None:
+        """Re-create the FAISS structure from the live vectors: drops tombstones, retrains
+        IVF centroids, and re-resolves "auto" (or switches to `kind`)."""
+        if kind is not None:
+            if kind not in KINDS:
+                raise VideoTextError(f"unknown index kind {kind!r}; expected one of {', '.join(KINDS)}")
+            self.requested_kind = kind
+        vectors, labels = self._live()
+        if len(labels):
+            self._build(vectors, labels)
+        else:
+            self._faiss, self._kind, self._dead = None, None, set()
+
+    def add(self, embeddings: Any, entries: Sequence[Entry | str]) -> None:
+        """Add embeddings [N, D] (numpy or torch) with their entries; existing ids are replaced."""
+        vectors = _as_matrix(embeddings, "embeddings")
+        entries = [Entry(e) if isinstance(e, str) else e for e in entries]
+        if vectors.shape[1] != self.dim:
+            raise VideoTextError(f"embedding dim {vectors.shape[1]} does not match the index dim {self.dim}")
+        if len(vectors) != len(entries):
+            raise VideoTextError(f"{len(vectors)} embeddings but {len(entries)} entries")
+        seen: set[str] = set()
+        for e in entries:
+            if not isinstance(e, Entry):
+                raise VideoTextError(f"entries must be Entry objects or id strings, got {type(e).__name__}")
+            if e.id in seen:
+                raise VideoTextError(f"id {e.id!r} appears twice in one add()")
+            seen.add(e.id)
+        if not entries:
+            return
+        self.remove([e.id for e in entries if e.id in self._labels])  # upsert
+        labels = np.arange(self._next_label, self._next_label + len(entries), dtype=np.int64)
+        self._next_label += len(entries)
+        grow_past_auto = (
+            self.requested_kind == "auto" and self._kind == "flat"
+            and len(self) + len(entries) > self.auto_threshold
+        )
+        if self._faiss is None or grow_past_auto:
+            old_vectors, old_labels = self._live()
+            self._build(np.concatenate([old_vectors, vectors]), np.concatenate([old_labels, labels]))
+        else:
+            self._faiss.add_with_ids(vectors, labels)
+        for label, entry in zip(labels.tolist(), entries):
+            self._entries[label], self._labels[entry.id] = entry, label
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Remove entries by id (unknown ids are ignored); returns how many were removed."""
+        labels = [self._labels.pop(i) for i in dict.fromkeys(ids) if i in self._labels]
+        if not labels:
+            return 0
+        for label in labels:
+            del self._entries[label]
+        if not self._entries:
+            self._faiss, self._kind, self._dead = None, None, set()
+        elif self._kind == "hnsw":
+            self._dead.update(labels)
+            self._filter = None
+            if len(self._dead) > self.compact_ratio * self._faiss.ntotal:
+                self.rebuild()
+        else:
+            self._faiss.remove_ids(np.asarray(labels, dtype=np.int64))
+        return len(labels)
+
+    def remove_video(self, video_id: str) -> int:
+        """Remove a video and all its clips; returns how many entries were removed."""
+        return self.remove([e.id for e in self._entries.values() if e.video_id == video_id])
+
+    # ---- querying ---------------------------------------------------------------------
+    def search(self, queries: Any, k: int = 10) -> list[list[Hit]]:
+        """Top-k entries by cosine for each query [Q, D]; fewer if the index holds fewer."""
+        q = _as_matrix(queries, "queries")
+        if q.shape[1] != self.dim:
+            raise VideoTextError(f"query dim {q.shape[1]} does not match the index dim {self.dim}")
+        if k < 1:
+            raise VideoTextError(f"k must be at least 1, got {k}")
+        if self._faiss is None or not len(q):
+            return [[] for _ in range(len(q))]
+        k = min(k, len(self))
+        params = None
+        if self._kind == "hnsw":
+            params = faiss.SearchParametersHNSW()
+            params.efSearch = max(self.ef_search, k)
+            if self._dead:
+                params.sel = self._tombstone_filter()
+        elif self._kind in ("ivf", "ivfpq"):
+            params = faiss.SearchParametersIVF()
+            params.nprobe = self._ivf_nprobe()
+        scores, labels = self._faiss.search(q, k, params=params)
+        return [
+            [
+                Hit(**self._entries[label].to_dict(), score=float(score), rank=rank)
+                for rank, (score, label) in enumerate(zip(row_s.tolist(), row_l.tolist()), 1)
+                if label >= 0
+            ]
+            for row_s, row_l in zip(scores, labels)
+        ]
+
+    def _tombstone_filter(self) -> faiss.IDSelector:
+        """An HNSW selector excluding removed labels, cached until the tombstones change."""
+        if self._filter is None:
+            dead = faiss.IDSelectorBatch(np.fromiter(self._dead, np.int64, len(self._dead)))
+            self._filter = (dead, faiss.IDSelectorNot(dead))  # keeps both alive
+        return self._filter[1]
+
+    def search_one(self, query: Any, k: int = 10) -> list[Hit]:
+        """`search` for one query vector [D]."""
+        q = _as_matrix(query, "query")
+        if len(q) != 1:
+            raise VideoTextError(f"search_one takes one query vector, got {len(q)}; use search()")
+        return self.search(q, k)[0]
+
+    def embeddings_for(self, ids: Sequence[str]) -> np.ndarray:
+        """Stored (normalised) embeddings [len(ids), D], e.g. to re-score a shortlist with a
+        method's own similarity. Exact except for "ivfpq" (PQ-decoded)."""
+        labels = np.asarray([self._label(i) for i in ids], dtype=np.int64)
+        if not len(labels):
+            return np.zeros((0, self.dim), np.float32)
+        return self._faiss.reconstruct_batch(labels)
+
+    reconstruct = embeddings_for
+
+    # ---- persistence ------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the folder `path` (index.json, entries.jsonl, index.faiss) atomically: it is
+        written beside `path` then renamed, so a crash leaves the old index or none."""
+        target = Path(path)
+        if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not (target / "index.json").exists())):
+            raise VideoTextError(f"{target}: exists and is not a videotext index folder; refusing to overwrite it")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        try:
+            with atomic_path(tmp / "index.faiss") as p:
+                faiss.write_index(self._faiss or faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), str(p))
+            with atomic_open(tmp / "entries.jsonl", "w", encoding="utf-8") as f:
+                for label, entry in self._entries.items():
+                    try:
+                        f.write(json.dumps({"label": label, **entry.to_dict()}, ensure_ascii=False) + "\n")
+                    except (TypeError, ValueError) as err:
+                        raise VideoTextError(f"entry {entry.id!r}: meta is not JSON-serialisable ({err})") from None
+            write_json(tmp / "index.json", {
+                "format": FORMAT, "version": VERSION, "dim": self.dim, "model": self.model,
+                "kind": self._kind, "requested_kind": self.requested_kind, "metric": self.metric,
+                "count": len(self), "next_label": self._next_label, "faiss_version": faiss.__version__,
+                "meta": self.meta,
+                "params": {
+                    "auto_threshold": self.auto_threshold, "hnsw_m": self.hnsw_m,
+                    "ef_construction": self.ef_construction, "ef_search": self.ef_search,
+                    "nprobe": self.nprobe, "compact_ratio": self.compact_ratio,
+                },
+            })
+            if target.exists():  # swap: old aside, new in, old removed
+                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+                os.replace(target, old)
+                os.replace(tmp, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Index":
+        """Read a folder written by `save`; a missing or inconsistent folder raises VideoTextError."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise VideoTextError(f"{folder}: index folder not found (build one with `videotext index build`)")
+        for name in ("index.json", "entries.jsonl", "index.faiss"):
+            if not (folder / name).is_file():
+                raise DataFormatError(folder / name, None, "missing; not a videotext index folder (or an interrupted copy)")
+        info_path = folder / "index.json"
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+            if info.get("format") != FORMAT:
+                raise DataFormatError(info_path, "format", f"expected {FORMAT!r}, got {info.get('format')!r}")
+            if not isinstance(info.get("version"), int) or info["version"] > VERSION:
+                raise DataFormatError(info_path, "version", f"expected <= {VERSION}, got {info.get('version')!r}")
+            index = cls(info["dim"], info.get("model", ""), info.get("requested_kind", "auto"),
+                        info.get("metric", "ip"), **info.get("params", {}))
+            count, index._next_label = int(info["count"]), int(info["next_label"])
+            index.meta = dict(info.get("meta", {}))
+        except (ValueError, KeyError, TypeError, VideoTextError) as err:
+            if isinstance(err, DataFormatError):
+                raise
+            raise DataFormatError(info_path, None, f"corrupt index metadata ({err})") from None
+        entries_path = folder / "entries.jsonl"
+        with open(entries_path, encoding="utf-8") as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    label, entry = int(row.pop("label")), Entry.from_dict(row)
+                except (ValueError, KeyError, TypeError, VideoTextError) as err:
+                    raise DataFormatError(entries_path, f"line {line_no}", f"bad entry ({err})") from None
+                index._entries[label], index._labels[entry.id] = entry, label
+        if len(index._labels) != len(index._entries):
+            raise DataFormatError(entries_path, None, "the same id appears on several lines")
+        if len(index) != count:
+            raise DataFormatError(entries_path, None, f"{len(index)} entries but index.json says {count}")
+        if count:
+            faiss_path = folder / "index.faiss"
+            try:
+                index._faiss = faiss.read_index(str(faiss_path))
+            except RuntimeError as err:
+                raise DataFormatError(faiss_path, None, f"unreadable FAISS index ({str(err).splitlines()[0]})") from None
+            index._kind = info.get("kind")
+            wrapped = isinstance(index._faiss, faiss.IndexIDMap2)
+            if index._kind not in KINDS[1:] or wrapped != (index._kind in ("flat", "hnsw")):
+                raise DataFormatError(faiss_path, None, f"{type(index._faiss).__name__} does not match kind {index._kind!r}")
+            if index._faiss.d != index.dim:
+                raise DataFormatError(faiss_path, None, f"vector dim {index._faiss.d} but index.json says {index.dim}")
+            if wrapped:  # labels are listed: check them one by one; HNSW's extra ones are tombstones
+                stored = set(faiss.vector_to_array(index._faiss.id_map).tolist())
+                index._dead = stored - set(index._entries)
+                consistent = len(stored) - len(index._dead) == count and (index._kind == "hnsw" or not index._dead)
+            else:
+                consistent = index._faiss.ntotal == count
+            if not consistent or not all(label < index._next_label for label in index._entries):
+                raise DataFormatError(faiss_path, None, f"holds {index._faiss.ntotal} vectors, inconsistent with {count} entries")
+        return index
+
+
+def merge_hits(hits: Sequence[Hit], gap: float = 0.0) -> list[Hit]:
+    """Merge clip hits of the same video whose ranges overlap or lie within `gap` seconds
+    into one hit spanning them all, with the best score (and that clip's id, path, meta,
+    plus `meta["merged_ids"]` when clips were merged). Hits without times pass through.
+    Returns hits sorted by score, re-ranked from 1."""
+    by_video: dict[str, list[Hit]] = {}
+    out: list[Hit] = []
+    for h in hits:
+        if h.start is None or h.end is None:
+            out.append(h)
+        else:
+            by_video.setdefault(h.video_id, []).append(h)
+    for clips in by_video.values():
+        clips.sort(key=lambda h: (h.start, h.end))
+        runs: list[list[Hit]] = [[clips[0]]]
+        end = clips[0].end
+        for h in clips[1:]:
+            if h.start <= end + gap:
+                runs[-1].append(h)
+                end = max(end, h.end)
+            else:
+                runs.append([h])
+                end = h.end
+        for run in runs:
+            best = max(run, key=lambda h: h.score)
+            meta = dict(best.meta)
+            if len(run) > 1:
+                meta["merged_ids"] = [h.id for h in run]
+            out.append(dataclasses.replace(best, start=run[0].start, end=max(h.end for h in run), meta=meta))
+    out.sort(key=lambda h: -h.score)
+    return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(out, 1)]
+
+
+def sliding_windows(duration: float, length: float, stride: float) -> list[tuple[float, float]]:
+    """Windows `(start, end)` of `length` seconds every `stride` seconds that cover
+    `[0, duration]`; the last one is clipped at `duration`. Times are rounded to µs."""
+    if length <= 0 or stride <= 0:
+        raise VideoTextError(f"window length and stride must be positive, got length={length}, stride={stride}")
+    if stride > length:
+        raise VideoTextError(f"stride {stride} > window length {length} would leave gaps")
+    if duration <= 0:
+        return []
+    windows = []
+    for i in range(int(math.ceil(duration / stride)) + 1):
+        start = round(i * stride, 6)
+        end = round(min(start + length, duration), 6)
+        windows.append((start, end))
+        if start + length >= duration - 1e-9:
+            break
+    return windows

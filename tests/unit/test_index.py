@@ -1,0 +1,247 @@
+"""The FAISS index: exactness, recall, add/remove/replace, persistence, clip helpers."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from videotext.errors import VideoTextError
+from videotext.search import Entry, Hit, Index, merge_hits, sliding_windows
+
+
+def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def make(kind: str, n: int = 500, d: int = 16, seed: int = 0, **kw) -> tuple[Index, np.ndarray]:
+    x = unit(np.random.default_rng(seed), n, d)
+    index = Index(d, model="test", kind=kind, **kw)
+    index.add(x, [Entry(f"v{i}", path=f"/videos/v{i}.mp4", meta={"i": i}) for i in range(n)])
+    return index, x
+
+
+def ids(hits: list[Hit]) -> list[str]:
+    return [h.id for h in hits]
+
+
+def test_flat_search_matches_numpy_brute_force():
+    index, x = make("flat", n=1000, d=32)
+    q = unit(np.random.default_rng(1), 20, 32)
+    sims = q @ x.T
+    want = np.argsort(-sims, axis=1)[:, :10]
+    results = index.search(q, k=10)
+    assert index.kind == "flat" and len(results) == 20
+    for row, hits, want_row in zip(sims, results, want):
+        assert ids(hits) == [f"v{i}" for i in want_row]
+        np.testing.assert_allclose([h.score for h in hits], row[want_row], atol=1e-5)
+        assert [h.rank for h in hits] == list(range(1, 11))
+        assert hits[0].path == f"/videos/{hits[0].id}.mp4" and hits[0].video_id == hits[0].id
+
+
+def test_hnsw_recall_at_10_vs_exact():
+    rng = np.random.default_rng(0)
+    x, q = unit(rng, 20_000, 64), unit(rng, 200, 64)
+    index = Index(64, kind="hnsw")
+    index.add(x, [str(i) for i in range(len(x))])
+    exact = np.argsort(-(q @ x.T), axis=1)[:, :10]
+    got = index.search(q, k=10)
+    recall = np.mean([len({int(h.id) for h in hits} & set(row.tolist())) / 10 for hits, row in zip(got, exact)])
+    assert index.kind == "hnsw"
+    assert recall >= 0.95, recall
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf", "ivfpq"])
+def test_every_kind_finds_a_stored_vector_and_forgets_removed_ones(kind):
+    index, x = make(kind, n=2000, d=16)
+    assert index.kind == kind
+    assert index.search_one(x[7], k=3)[0].id == "v7"
+    assert index.remove(["v7", "v8", "not-there"]) == 2
+    assert len(index) == 1998 and "v7" not in index
+    for hits in index.search(x[:20], k=50):
+        assert not {"v7", "v8"} & set(ids(hits))
+    assert index.search_one(x[9], k=1)[0].id == "v9"
+
+
+def test_auto_is_flat_below_threshold_then_hnsw():
+    rng = np.random.default_rng(0)
+    index = Index(8, auto_threshold=100)
+    assert index.kind == "auto"
+    index.add(unit(rng, 60, 8), [f"a{i}" for i in range(60)])
+    assert index.kind == "flat"
+    more = unit(rng, 60, 8)
+    index.add(more, [f"b{i}" for i in range(60)])  # 120 > 100: rebuilt as HNSW
+    assert index.kind == "hnsw" and len(index) == 120
+    assert index.search_one(more[3], k=1)[0].id == "b3"
+    index.remove([f"b{i}" for i in range(60)])
+    index.rebuild()  # re-resolves auto: 60 vectors -> flat
+    assert index.kind == "flat" and len(index) == 60
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_adding_an_existing_id_replaces_it(kind):
+    index, x = make(kind, n=1000, d=16)
+    new = -x[0]  # v0 now points the other way
+    index.add(new[None], [Entry("v0", path="/new.mp4")])
+    assert len(index) == 1000 and index.get("v0").path == "/new.mp4"
+    np.testing.assert_allclose(index.embeddings_for(["v0"])[0], new, atol=1e-6)
+    assert index.search_one(new, k=1)[0].id == "v0"
+    assert "v0" not in ids(index.search_one(x[0], k=20))
+    with pytest.raises(VideoTextError, match="twice"):
+        index.add(x[:2], ["dup", "dup"])
+
+
+def test_remove_video_removes_all_its_clips():
+    rng = np.random.default_rng(0)
+    index = Index(8)
+    clips = [Entry(f"long#{s}", path="/long.mp4", start=s, end=s + 4.0, video_id="long") for s in (0.0, 2.0, 4.0)]
+    index.add(unit(rng, 4, 8), clips + [Entry("short")])
+    assert index.remove_video("long") == 3
+    assert index.ids == ["short"] and index.remove_video("long") == 0
+    assert index.remove(["short"]) == 1 and len(index) == 0
+    assert index.search(unit(rng, 2, 8), k=5) == [[], []]
+
+
+def test_hnsw_tombstones_are_compacted():
+    index, x = make("hnsw", n=1000, d=16, compact_ratio=0.25)
+    index.remove([f"v{i}" for i in range(200)])
+    assert index._faiss.ntotal == 1000  # tombstoned, not yet compacted
+    assert all(int(h.id[1:]) >= 200 for hits in index.search(x[:200], k=10) for h in hits)
+    index.remove([f"v{i}" for i in range(200, 300)])  # 300 > 250 dead: rebuilt
+    assert index._faiss.ntotal == 700 and not index._dead
+    assert index.search_one(x[500], k=1)[0].id == "v500"
+
+
+def test_small_and_empty_indexes_and_dimension_errors():
+    rng = np.random.default_rng(0)
+    index = Index(8)
+    assert index.search(unit(rng, 3, 8), k=10) == [[], [], []]
+    index.add(unit(rng, 3, 8), ["a", "b", "c"])
+    hits = index.search_one(unit(rng, 1, 8)[0], k=10)
+    assert sorted(ids(hits)) == ["a", "b", "c"] and [h.rank for h in hits] == [1, 2, 3]
+    with pytest.raises(VideoTextError, match=r"query dim 5 .* index dim 8"):
+        index.search(np.ones((1, 5)))
+    with pytest.raises(VideoTextError, match=r"embedding dim 5 .* index dim 8"):
+        index.add(np.ones((1, 5)), ["x"])
+    with pytest.raises(VideoTextError, match="2 embeddings but 1 entries"):
+        index.add(np.ones((2, 8)), ["x"])
+    with pytest.raises(VideoTextError, match="not in the index"):
+        index.embeddings_for(["nope"])
+
+
+def test_torch_input_is_accepted_and_normalised():
+    index = Index(4)
+    emb = torch.tensor([[3.0, 0, 0, 4.0], [0, 2.0, 0, 0]], dtype=torch.float64, requires_grad=True)
+    index.add(emb, ["a", "b"])
+    np.testing.assert_allclose(index.reconstruct(["a", "b"]), [[0.6, 0, 0, 0.8], [0, 1, 0, 0]], atol=1e-6)
+    hit = index.search(torch.tensor([[0.0, 10.0, 0, 0]]), k=1)[0][0]
+    assert hit.id == "b" and hit.score == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_save_load_round_trip(tmp_path, kind):
+    index, x = make(kind, n=1500, d=16)
+    index.remove(["v3", "v4"])  # HNSW: tombstones must survive the round trip
+    q = unit(np.random.default_rng(5), 10, 16)
+    before = index.search(q, k=10)
+    index.save(tmp_path / "idx")
+    info = json.loads((tmp_path / "idx" / "index.json").read_text())
+    assert (info["dim"], info["model"], info["kind"], info["count"]) == (16, "test", kind, 1498)
+    loaded = Index.load(tmp_path / "idx")
+    assert loaded.search(q, k=10) == before
+    assert loaded.get("v5") == Entry("v5", path="/videos/v5.mp4", meta={"i": 5})
+    assert "v3" not in loaded and all("v3" not in ids(h) for h in loaded.search(x[3:5], k=20))
+    loaded.add(x[3:4], ["v3"])  # labels continue, no collision with stored ones
+    assert loaded.search_one(x[3], k=1)[0].id == "v3"
+    loaded.save(tmp_path / "idx")  # overwrite in place
+    assert len(Index.load(tmp_path / "idx")) == 1499
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no temp folders left
+
+
+def test_failed_save_keeps_the_old_index(tmp_path):
+    index, x = make("flat", n=20, d=8)
+    index.save(tmp_path / "idx")
+    index.add(x[:1], [Entry("bad", meta={"when": object()})])  # not JSON: save fails midway
+    with pytest.raises(VideoTextError, match="'bad'"):
+        index.save(tmp_path / "idx")
+    assert len(Index.load(tmp_path / "idx")) == 20
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_empty_index_round_trip(tmp_path):
+    Index(8, model="m", kind="auto").save(tmp_path / "e")
+    loaded = Index.load(tmp_path / "e")
+    assert len(loaded) == 0 and loaded.kind == "auto" and loaded.model == "m"
+
+
+def test_save_refuses_to_overwrite_a_foreign_folder(tmp_path):
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "a.jpg").write_bytes(b"x")
+    with pytest.raises(VideoTextError, match="refusing"):
+        Index(4).save(tmp_path / "photos")
+
+
+def test_corrupt_or_missing_folder_gives_clear_errors(tmp_path):
+    with pytest.raises(VideoTextError, match="not found"):
+        Index.load(tmp_path / "missing")
+    index, _ = make("flat", n=50, d=8)
+    folder = index.save(tmp_path / "idx")
+    (folder / "index.faiss").write_bytes(b"garbage" * 10)
+    with pytest.raises(VideoTextError, match="index.faiss"):
+        Index.load(folder)
+    index.save(folder)
+    lines = (folder / "entries.jsonl").read_text().splitlines()
+    (folder / "entries.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # one entry lost
+    with pytest.raises(VideoTextError, match="49 entries but index.json says 50"):
+        Index.load(folder)
+    (folder / "entries.jsonl").write_text("{not json\n")
+    with pytest.raises(VideoTextError, match="entries.jsonl"):
+        Index.load(folder)
+    (folder / "index.json").write_text("{")
+    with pytest.raises(VideoTextError, match="index.json"):
+        Index.load(folder)
+    (folder / "index.json").unlink()
+    with pytest.raises(VideoTextError, match="index.json"):
+        Index.load(folder)
+
+
+def hit(id: str, video: str, start: float | None, end: float | None, score: float) -> Hit:
+    return Hit(id, start=start, end=end, video_id=video, score=score, rank=0)
+
+
+def test_merge_hits_hand_worked():
+    hits = [
+        hit("a1", "A", 0.0, 4.0, 0.9),
+        hit("b1", "B", 0.0, 4.0, 0.85),
+        hit("a2", "A", 3.0, 7.0, 0.95),  # overlaps a1
+        hit("a3", "A", 10.0, 14.0, 0.7),  # 3 s after a2
+        hit("c", "C", None, None, 0.8),  # a whole video: untouched
+    ]
+    merged = merge_hits(hits)
+    assert [(h.id, h.video_id, h.start, h.end, h.score, h.rank) for h in merged] == [
+        ("a2", "A", 0.0, 7.0, 0.95, 1),
+        ("b1", "B", 0.0, 4.0, 0.85, 2),
+        ("c", "C", None, None, 0.8, 3),
+        ("a3", "A", 10.0, 14.0, 0.7, 4),
+    ]
+    assert merged[0].meta["merged_ids"] == ["a1", "a2"] and "merged_ids" not in merged[1].meta
+    wide = merge_hits(hits, gap=3.0)  # 7 + 3 reaches 10: all of A is one range
+    assert [(h.id, h.start, h.end) for h in wide] == [("a2", 0.0, 14.0), ("b1", 0.0, 4.0), ("c", None, None)]
+    touching = merge_hits([hit("x", "X", 0.0, 2.0, 0.1), hit("y", "X", 2.0, 4.0, 0.2)])
+    assert [(h.id, h.start, h.end, h.score) for h in touching] == [("y", 0.0, 4.0, 0.2)]
+    assert merge_hits([]) == []
+
+
+def test_sliding_windows_hand_worked():
+    assert sliding_windows(10.0, 4.0, 3.0) == [(0.0, 4.0), (3.0, 7.0), (6.0, 10.0)]
+    assert sliding_windows(11.0, 4.0, 3.0) == [(0.0, 4.0), (3.0, 7.0), (6.0, 10.0), (9.0, 11.0)]
+    assert sliding_windows(8.0, 4.0, 4.0) == [(0.0, 4.0), (4.0, 8.0)]
+    assert sliding_windows(2.5, 4.0, 2.0) == [(0.0, 2.5)]
+    assert sliding_windows(1.0, 0.3, 0.1)[-1] == (0.7, 1.0) and len(sliding_windows(1.0, 0.3, 0.1)) == 8
+    assert sliding_windows(0.0, 4.0, 2.0) == []
+    with pytest.raises(VideoTextError, match="gaps"):
+        sliding_windows(10.0, 2.0, 3.0)
+    with pytest.raises(VideoTextError, match="positive"):
+        sliding_windows(10.0, 0.0, 1.0)
