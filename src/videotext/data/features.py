@@ -1,0 +1,651 @@
+"""FeatureStore: pre-extracted per-expert features, one HDF5 file per expert.
+
+Layout of a store folder::
+
+    <root>/<expert>.h5            the store proper, one file per expert
+        attrs: format="videotext-features", version, expert, dim, dtype, config (JSON)
+        /<quoted key>/            one group per video (key quoted: "/" → "%2F", "%" → "%25")
+            features   [T, D]     float16 by default (float32 when asked or when a value
+                                  overflows float16); always returned as float32
+            timestamps [T]        float64 seconds, the start of each time step
+            attrs: key (the original key), step (seconds per step; 0 = irregular, e.g.
+                   words), missing (True when the expert has nothing for this video:
+                   no audio track, no speech; MMT masks such experts out)
+    <root>/.parts/<expert>/*.h5   finished batches not merged yet (same layout)
+    <root>/failures.jsonl         videos an extraction or import had to skip
+
+Crash safety: `<expert>.h5` is never opened for writing in place. A `FeatureWriter`
+writes each batch of finished videos to a new part file (via temp file + rename, so a
+part is whole or absent), and `commit()` merges parts into a copy of the main file
+that then atomically replaces it. A run killed at any moment leaves the previous main
+file intact plus whole parts, which the next run counts as done and merges.
+
+Reading: `FeatureStore.get` keeps one read handle per expert file, opened lazily in
+the process that reads. Handles are dropped after `fork()` (the pid is checked) and
+when the store is pickled, so a store can be handed to DataLoader workers.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pickle
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from urllib.parse import quote, unquote
+
+import h5py
+import numpy as np
+
+from videotext.errors import DataFormatError
+from videotext.io import FailureLog, atomic_path
+
+FORMAT = "videotext-features"
+VERSION = 1
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+DTYPES = ("float16", "float32")
+
+
+def encode_key(key: str) -> str:
+    """An HDF5-safe group name for a video key (reversible with `decode_key`)."""
+    if not key:
+        raise ValueError("feature keys must be non-empty")
+    name = quote(key, safe=" !#$&'()*+,-.:;<=>?@[]^_`{|}~")
+    if name in (".", ".."):
+        name = name.replace(".", "%2E")
+    return name
+
+
+def decode_key(name: str) -> str:
+    return unquote(name)
+
+
+def _open_h5(path: Path, mode: str = "r") -> h5py.File:
+    try:
+        return h5py.File(path, mode)
+    except OSError as exc:
+        raise DataFormatError(path, None, f"cannot open HDF5 file ({exc})") from None
+
+
+class FeatureStore:
+    """Read access to a folder of per-expert feature files (see the module docstring)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self._handles: dict[str, h5py.File] = {}
+        self._pid = os.getpid()
+
+    # --- files and handles -------------------------------------------------------------
+    def path(self, expert: str) -> Path:
+        return self.root / f"{expert}.h5"
+
+    def parts_dir(self, expert: str) -> Path:
+        return self.root / ".parts" / expert
+
+    def _file(self, expert: str) -> h5py.File:
+        if self._pid != os.getpid():  # forked: never touch the parent's HDF5 handles
+            self._handles, self._pid = {}, os.getpid()
+        handle = self._handles.get(expert)
+        if handle is None or not handle.id.valid:
+            path = self.path(expert)
+            if not path.is_file():
+                raise KeyError(f"no features for expert {expert!r} in {self.root} (have: {self.experts})")
+            handle = _open_h5(path)
+            if handle.attrs.get("format") != FORMAT:
+                handle.close()
+                raise DataFormatError(path, "format", f"not a {FORMAT} file")
+            self._handles[expert] = handle
+        return handle
+
+    def close(self) -> None:
+        """Close all read handles (they reopen on the next read)."""
+        if self._pid == os.getpid():
+            for handle in self._handles.values():
+                with contextlib.suppress(Exception):
+                    handle.close()
+        self._handles = {}
+
+    refresh = close  # after a merge replaced a file, reopen to see the new content
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self.root}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"])
+
+    def __enter__(self) -> "FeatureStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FeatureStore({str(self.root)!r}, experts={self.experts})"
+
+    # --- queries -----------------------------------------------------------------------
+    @property
+    def experts(self) -> list[str]:
+        """Experts with a merged file in the store, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.stem for p in self.root.glob("*.h5") if not p.name.startswith("."))
+
+    def keys(self, expert: str) -> list[str]:
+        return [decode_key(name) for name in self._file(expert).keys()]
+
+    def has_expert(self, expert: str) -> bool:
+        return self.path(expert).is_file()
+
+    def has(self, expert: str, key: str) -> bool:
+        if not self.path(expert).is_file():
+            return False
+        return encode_key(key) in self._file(expert)
+
+    def __contains__(self, item: tuple[str, str]) -> bool:
+        return self.has(*item)
+
+    def _group(self, expert: str, key: str) -> h5py.Group:
+        handle = self._file(expert)
+        try:
+            return handle[encode_key(key)]
+        except KeyError:
+            raise KeyError(f"video {key!r} not in {self.path(expert)}") from None
+
+    def get(self, expert: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(features float32 [T, D], timestamps float64 [T]) of one video."""
+        group = self._group(expert, key)
+        features = group["features"][()].astype(np.float32, copy=False)
+        return features, group["timestamps"][()]
+
+    def is_missing(self, expert: str, key: str) -> bool:
+        """True when the expert had nothing for this video (e.g. no audio track)."""
+        return bool(self._group(expert, key).attrs.get("missing", False))
+
+    def entry(self, expert: str, key: str) -> dict[str, Any]:
+        """Per-video attributes: step (s), missing, and anything the extractor added."""
+        return {k: _plain(v) for k, v in self._group(expert, key).attrs.items()}
+
+    def info(self, expert: str) -> dict[str, Any]:
+        """File attributes: expert, dim, dtype, version and the extractor config (parsed)."""
+        attrs = {k: _plain(v) for k, v in self._file(expert).attrs.items()}
+        attrs["config"] = json.loads(attrs.get("config") or "{}")
+        return attrs
+
+    def dim(self, expert: str) -> int:
+        return int(self._file(expert).attrs["dim"])
+
+    def __len__(self) -> int:
+        return len(self.experts)
+
+    def items(self, expert: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+        for key in self.keys(expert):
+            yield (key, *self.get(expert, key))
+
+    # --- writing -----------------------------------------------------------------------
+    def writer(
+        self, expert: str, dim: int, config: dict[str, Any] | None = None, *,
+        dtype: str = "float16", flush_every: int = 64, overwrite: bool = False,
+    ) -> "FeatureWriter":
+        """A crash-safe writer for one expert (see `FeatureWriter`)."""
+        return FeatureWriter(self, expert, dim, config, dtype=dtype, flush_every=flush_every, overwrite=overwrite)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _config_json(config: dict[str, Any] | None) -> str:
+    return json.dumps(config or {}, sort_keys=True, default=str)
+
+
+class FeatureWriter:
+    """Adds videos to one expert of a store without ever risking the existing file.
+
+    `add()` buffers results; every `flush_every` videos (and on `flush()`) the buffer
+    becomes a new part file (temp + rename); `commit()` merges all parts into the
+    expert file by copy + atomic replace. `done_keys()` counts merged and part entries,
+    which is what makes extraction resumable. Several processes may write parts at
+    once (names are unique); merges take a file lock.
+    """
+
+    def __init__(
+        self, store: FeatureStore, expert: str, dim: int, config: dict[str, Any] | None = None, *,
+        dtype: str = "float16", flush_every: int = 64, overwrite: bool = False,
+    ):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        self.store, self.expert, self.dim, self.dtype = store, expert, int(dim), dtype
+        self.config = _config_json(config)
+        self.flush_every = max(1, int(flush_every))
+        self.buffer: list[tuple[str, np.ndarray, np.ndarray, dict[str, Any]]] = []
+        self.written = 0
+        store.root.mkdir(parents=True, exist_ok=True)
+        self.parts = store.parts_dir(expert)
+        _clean_part_temps(self.parts)
+        if overwrite:
+            store.close()
+            store.path(expert).unlink(missing_ok=True)
+            shutil.rmtree(self.parts, ignore_errors=True)
+        self._check_compatible()
+
+    # --- compatibility with what is already there ---------------------------------------
+    def _check_compatible(self) -> None:
+        for path in [self.store.path(self.expert), *self._part_files()]:
+            if not path.is_file():
+                continue
+            with _open_h5(path) as handle:
+                attrs = handle.attrs
+                if attrs.get("format") != FORMAT:
+                    raise DataFormatError(path, "format", f"not a {FORMAT} file")
+                if int(attrs["dim"]) != self.dim:
+                    raise DataFormatError(
+                        path, "dim", f"has dimension {int(attrs['dim'])}, the extractor gives {self.dim}; "
+                        "use another output folder or overwrite=True"
+                    )
+                if _plain(attrs.get("config", "{}")) != self.config:
+                    raise DataFormatError(
+                        path, "config", f"was made with another configuration ({_plain(attrs.get('config'))}, "
+                        f"now {self.config}); use another output folder or overwrite=True"
+                    )
+
+    def _part_files(self) -> list[Path]:
+        return sorted(self.parts.glob("part-*.h5")) if self.parts.is_dir() else []
+
+    def done_keys(self) -> set[str]:
+        """Keys already stored: merged into the expert file or in a finished part."""
+        keys: set[str] = set()
+        for path in [self.store.path(self.expert), *self._part_files()]:
+            if path.is_file():
+                with _open_h5(path) as handle:
+                    keys.update(decode_key(name) for name in handle.keys())
+        return keys | {item[0] for item in self.buffer}
+
+    # --- adding ------------------------------------------------------------------------
+    def add(
+        self, key: str, features: np.ndarray, timestamps: np.ndarray, *,
+        step: float = 0.0, missing: bool = False, **attrs: Any,
+    ) -> None:
+        """Queue one video's features [T, D] and timestamps [T] (seconds, step starts)."""
+        features = np.asarray(features, dtype=np.float32)
+        timestamps = np.asarray(timestamps, dtype=np.float64).reshape(-1)
+        where = self.store.path(self.expert)
+        if features.ndim != 2 or features.shape[1] != self.dim:
+            raise DataFormatError(where, key, f"features must be [T, {self.dim}], got {list(features.shape)}")
+        if timestamps.shape[0] != features.shape[0]:
+            raise DataFormatError(where, key, f"{features.shape[0]} feature rows but {timestamps.shape[0]} timestamps")
+        if not (np.all(np.isfinite(features)) and np.all(np.isfinite(timestamps))):
+            raise DataFormatError(where, key, "features or timestamps contain NaN or infinity")
+        encode_key(key)
+        self.buffer.append((key, features, timestamps, {"step": float(step), "missing": bool(missing), **attrs}))
+        if len(self.buffer) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> Path | None:
+        """Write the buffered videos to a new part file (whole or not at all)."""
+        if not self.buffer:
+            return None
+        self.parts.mkdir(parents=True, exist_ok=True)
+        name = f"part-{time.time_ns():020d}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.h5"
+        target = self.parts / name
+        with atomic_path(target) as tmp:
+            with h5py.File(tmp, "w") as handle:
+                self._write_header(handle)
+                for key, features, timestamps, attrs in self.buffer:
+                    _write_entry(handle, key, features, timestamps, attrs, self.dtype)
+            _fsync(tmp)
+        self.written += len(self.buffer)
+        self.buffer = []
+        return target
+
+    def _write_header(self, handle: h5py.File) -> None:
+        handle.attrs.update(
+            {"format": FORMAT, "version": VERSION, "expert": self.expert, "dim": self.dim,
+             "dtype": self.dtype, "config": self.config}
+        )
+
+    # --- merging -----------------------------------------------------------------------
+    def commit(self) -> int:
+        """Flush, then merge every part into `<expert>.h5` atomically. Returns videos merged."""
+        self.flush()
+        with _lock(self.store.root / f".{self.expert}.lock"):
+            _clean_main_temps(self.store.root, self.expert)
+            parts = self._part_files()
+            if not parts:
+                return 0
+            main = self.store.path(self.expert)
+            merged = 0
+            with atomic_path(main) as tmp:
+                if main.is_file():
+                    shutil.copyfile(main, tmp)
+                    handle = h5py.File(tmp, "a")
+                else:
+                    handle = h5py.File(tmp, "w")
+                    self._write_header(handle)
+                with handle:
+                    for part in parts:
+                        with _open_h5(part) as src:
+                            for name in src.keys():
+                                if name in handle:
+                                    del handle[name]
+                                src.copy(src[name], handle, name=name)
+                                merged += 1
+                _fsync(tmp)
+                self.store.close()  # readers in this process reopen the new file
+            _fsync_dir(self.store.root)
+            for part in parts:  # merged parts are only removed once the new file is in place
+                part.unlink(missing_ok=True)
+            return merged
+
+    def __enter__(self) -> "FeatureWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.commit()
+
+
+def _write_entry(
+    handle: h5py.File, key: str, features: np.ndarray, timestamps: np.ndarray, attrs: dict[str, Any], dtype: str
+) -> None:
+    name = encode_key(key)
+    if name in handle:
+        del handle[name]
+    group = handle.create_group(name)
+    store_dtype = dtype
+    if dtype == "float16" and features.size and float(np.abs(features).max()) > FLOAT16_MAX:
+        store_dtype = "float32"  # keep values float16 cannot hold
+    group.create_dataset("features", data=features.astype(store_dtype))
+    group.create_dataset("timestamps", data=timestamps)
+    group.attrs["key"] = key
+    for name_, value in attrs.items():
+        group.attrs[name_] = value
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _clean_part_temps(folder: Path) -> None:
+    """Remove half-written part files left by killed writers of this host.
+
+    Part names carry host and pid (`part-<ns>-<host>-<pid>-<id>.h5`, temp copies
+    `.part-….h5.<random>.tmp`), so only temps of dead processes are removed.
+    """
+    if not folder.is_dir():
+        return
+    host = socket.gethostname()
+    for tmp in folder.glob(".part-*.tmp"):
+        fields = tmp.name[1:].split("-")
+        if len(fields) < 5 or "-".join(fields[2:-2]) != host or not fields[-2].isdigit():
+            continue
+        if not _pid_alive(int(fields[-2])):
+            tmp.unlink(missing_ok=True)
+
+
+def _clean_main_temps(root: Path, expert: str) -> None:
+    """Remove temp copies of `<expert>.h5` left by a killed merge (call under the lock)."""
+    for tmp in root.glob(f".{expert}.h5.*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+# ------------------------------------------------------------------------------------
+# importing features made elsewhere (COOT, MMT, any folder of arrays)
+# ------------------------------------------------------------------------------------
+
+
+def import_features(
+    src: str | os.PathLike,
+    out_store: FeatureStore | str | os.PathLike,
+    expert: str,
+    *,
+    step: float = 1.0,
+    array: str | None = None,
+    strip_prefix: str = "",
+    dtype: str = "float16",
+    config: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    failures: FailureLog | str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """Copy existing per-video features into a FeatureStore as expert `expert`.
+
+    `src` may be
+    - a folder of `.npy` files, one [T, D] array per video (key = relative path, no suffix);
+    - a folder of `.npz` files, one per video: the array named `array`, else `features`,
+      else the only array (ActivityNet's `v_<id>.npz` uses `array="frame_scores"`); an
+      optional `timestamps` array is used as is;
+    - one `.npz` file holding one array per video key;
+    - one `.h5` file with a dataset per video key (COOT's `<name>.h5`), or a group per
+      key with `features` (+ `timestamps`), as this store writes;
+    - a folder of per-video `.h5` files (MMT's ECCV layout) with `array` naming the
+      dataset (e.g. `features.s3d`); `features_t.<expert>` [T, 2] gives start times;
+    - one `.pkl`/`.pickle`, or a `.npy` holding a dict, mapping key → [T, D] (MMT's
+      challenge features; a float NaN entry marks a missing expert).
+    Without stored times, timestamps are `arange(T) * step`. Arrays of shape [D] are
+    one step; more than 2 dims are squeezed. Broken entries are skipped and recorded
+    in `failures` (default `<store>/failures.jsonl`). Keys already in the store are
+    skipped (an interrupted import resumes). Pickles run code when loaded: import only
+    files you trust.
+    """
+    store = out_store if isinstance(out_store, FeatureStore) else FeatureStore(out_store)
+    log = failures if isinstance(failures, FailureLog) else FailureLog(failures or store.root / "failures.jsonl")
+    src = Path(src)
+    if not src.exists():
+        raise DataFormatError(src, None, "feature source not found")
+    started = time.time()
+    writer: FeatureWriter | None = None
+    done: set[str] = set()
+    counts = {"imported": 0, "missing": 0, "skipped": 0, "failed": 0}
+    for key, loaded in _iter_source(src, array, expert):
+        key = key[len(strip_prefix):] if strip_prefix and key.startswith(strip_prefix) else key
+        if key in done:
+            counts["skipped"] += 1
+            continue
+        try:
+            features, timestamps, missing = _as_entry(loaded, step)
+            if writer is None:
+                dim = features.shape[1]
+                cfg = {"imported_from": str(src.resolve()), "step": step, **(config or {})}
+                writer = store.writer(expert, dim, cfg, dtype=dtype, overwrite=overwrite, flush_every=512)
+                done = writer.done_keys()
+                if key in done:
+                    counts["skipped"] += 1
+                    continue
+            if missing:
+                features = np.zeros((0, writer.dim), np.float32)
+                timestamps = np.zeros(0)
+            writer.add(key, features, timestamps, step=step, missing=missing)
+            counts["missing" if missing else "imported"] += 1
+        except (DataFormatError, ValueError, OSError, KeyError, TypeError) as exc:
+            log.record(key, exc, stage="import", expert=expert, source=str(src))
+            counts["failed"] += 1
+    if writer is not None:
+        writer.commit()
+    return {**counts, "seconds": time.time() - started, "store": str(store.root), "failures": str(log.path)}
+
+
+class _Broken:
+    """Stands in for an entry that could not be read, carrying the error."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _iter_source(src: Path, array: str | None, expert: str) -> Iterator[tuple[str, Any]]:
+    if src.is_dir():
+        files = sorted(p for p in src.rglob("*") if p.is_file() and not p.name.startswith("."))
+        suffixes = {p.suffix.lower() for p in files}
+        for path in files:
+            suffix = path.suffix.lower()
+            key = path.relative_to(src).with_suffix("").as_posix()
+            if suffix == ".npy":
+                yield key, _guard(lambda p=path: np.load(p, allow_pickle=False))
+            elif suffix == ".npz":
+                yield key, _guard(lambda p=path: _npz_entry(p, array))
+            elif suffix in (".h5", ".hdf5"):
+                yield key, _guard(lambda p=path: _mmt_h5_entry(p, array, expert))
+        if not suffixes & {".npy", ".npz", ".h5", ".hdf5"}:
+            raise DataFormatError(src, None, "no .npy, .npz or .h5 feature files in this folder")
+        return
+    suffix = src.suffix.lower()
+    if suffix == ".npz":
+        with np.load(src, allow_pickle=False) as data:
+            for key in data.files:
+                yield key, _guard(lambda k=key: data[k])
+    elif suffix in (".h5", ".hdf5"):
+        with _open_h5(src) as handle:
+            for name in handle.keys():
+                yield decode_key(name), _guard(lambda n=name: _h5_item(handle[n]))
+    elif suffix in (".pkl", ".pickle", ".npy"):
+        mapping = _load_mapping(src)
+        for key, value in mapping.items():
+            yield str(key), value
+    else:
+        raise DataFormatError(src, None, "expected a folder, .npz, .h5, .pkl or .npy (dict) file")
+
+
+def _guard(load) -> Any:
+    try:
+        return load()
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is recorded, not fatal
+        return _Broken(exc)
+
+
+def _npz_entry(path: Path, array: str | None) -> Any:
+    with np.load(path, allow_pickle=False) as data:
+        names = data.files
+        name = array or ("features" if "features" in names else (names[0] if len(names) == 1 else None))
+        if name is None or name not in names:
+            raise DataFormatError(path, array, f"cannot tell which array holds the features: {names}")
+        features = data[name]
+        if "timestamps" in names:
+            return features, data["timestamps"]
+        return features
+
+
+def _mmt_h5_entry(path: Path, array: str | None, expert: str) -> Any:
+    with _open_h5(path) as handle:
+        name = array or (f"features.{expert}" if f"features.{expert}" in handle else None)
+        if name is None:
+            datasets = [k for k in handle.keys() if isinstance(handle[k], h5py.Dataset)]
+            if len(datasets) != 1:
+                raise DataFormatError(path, None, f"pass array= to pick the features among {list(handle.keys())}")
+            name = datasets[0]
+        if name not in handle:
+            raise DataFormatError(path, name, "no such dataset")
+        features = handle[name][()]
+        times_name = name.replace("features.", "features_t.", 1)
+        if times_name != name and times_name in handle:
+            return features, np.asarray(handle[times_name][()])
+        return features
+
+
+def _h5_item(item: h5py.Dataset | h5py.Group) -> Any:
+    if isinstance(item, h5py.Dataset):
+        return item[()]
+    if "features" not in item:
+        raise DataFormatError(item.file.filename, item.name, "group without a 'features' dataset")
+    features = item["features"][()]
+    if "timestamps" in item:
+        return features, item["timestamps"][()]
+    return features
+
+
+def _load_mapping(path: Path) -> dict:
+    if path.suffix.lower() == ".npy":
+        data = np.load(path, allow_pickle=True, encoding="latin1")
+        if isinstance(data, np.ndarray) and data.dtype == object and data.size == 1:
+            data = data[()]
+    else:
+        with open(path, "rb") as handle:
+            data = pickle.load(handle, encoding="latin1")
+    if not isinstance(data, dict):
+        raise DataFormatError(path, None, f"expected a dict of video key → [T, D] array, got {type(data).__name__}")
+    return data
+
+
+def _as_entry(loaded: Any, step: float) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(features [T, D] float32, timestamps [T], missing) from whatever a file held."""
+    if isinstance(loaded, _Broken):
+        raise loaded.error
+    times = None
+    if isinstance(loaded, tuple):
+        loaded, times = loaded
+    if loaded is None or (isinstance(loaded, float) and np.isnan(loaded)):
+        return np.zeros((0, 0), np.float32), np.zeros(0), True  # MMT marks a missing expert with NaN
+    features = np.asarray(loaded)
+    if features.dtype == object or not np.issubdtype(features.dtype, np.number):
+        raise ValueError(f"expected a numeric array, got dtype {features.dtype}")
+    if features.ndim > 2:
+        features = features.reshape(features.shape[0], -1) if features.shape[0] > 1 else features.squeeze()
+        features = np.squeeze(features) if features.ndim > 2 else features
+    if features.ndim == 1:
+        features = features[None, :]
+    if features.ndim != 2 or features.shape[1] == 0:
+        raise ValueError(f"expected a [T, D] array, got shape {list(np.shape(loaded))}")
+    if features.shape[0] == 0:
+        return features.astype(np.float32), np.zeros(0), True
+    if np.isnan(features).all():
+        return np.zeros((0, features.shape[1]), np.float32), np.zeros(0), True
+    if times is None:
+        stamps = np.arange(features.shape[0]) * float(step)
+    else:
+        stamps = np.asarray(times, dtype=np.float64)
+        stamps = stamps[:, 0] if stamps.ndim == 2 else stamps.reshape(-1)  # MMT's [T, 2] start/end
+        if stamps.shape[0] != features.shape[0]:
+            raise ValueError(f"{features.shape[0]} feature rows but {stamps.shape[0]} timestamps")
+    return features.astype(np.float32), stamps, False
+
+
+def store_equal(a: FeatureStore, b: FeatureStore, experts: Iterable[str] | None = None) -> bool:
+    """True when two stores hold the same keys, features, timestamps and flags."""
+    for expert in experts or sorted(set(a.experts) | set(b.experts)):
+        if a.has_expert(expert) != b.has_expert(expert):
+            return False
+        if sorted(a.keys(expert)) != sorted(b.keys(expert)):
+            return False
+        for key in a.keys(expert):
+            fa, ta = a.get(expert, key)
+            fb, tb = b.get(expert, key)
+            if not (np.array_equal(fa, fb) and np.array_equal(ta, tb) and a.is_missing(expert, key) == b.is_missing(expert, key)):
+                return False
+    return True
+
