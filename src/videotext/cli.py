@@ -128,6 +128,148 @@ def dataset_formats() -> None:
         typer.echo(name)
 
 
+index_app = typer.Typer(help="Build search indexes of video collections.", no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+@app.command()
+@user_errors
+def train(
+    config: Path = typer.Argument(..., help="A run config YAML (see configs/)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a config key: a.b=value (repeatable)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in out_dir from its last checkpoint."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: out_dir of the config)."),
+    seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds: run once per seed and report mean ± std."),
+    progress: bool = typer.Option(True, help="Show progress bars."),
+) -> None:
+    """Train a method; select on validation; evaluate the test split once at the end."""
+    from videotext.config import load_config
+    from videotext.train.trainer import Trainer
+
+    cfg = load_config(config, list(set_ or []))
+    run_dir = Path(out or cfg.out_dir)
+    if not seeds:
+        result = Trainer(cfg, run_dir, resume=resume, progress=progress).fit()
+        typer.echo(_metrics_text(result))
+        typer.echo(f"run: {run_dir}")
+        return
+    from videotext.eval.retrieval import aggregate_seeds, format_mean_std
+    from videotext.io import write_json
+
+    results = []
+    for seed in [int(s) for s in split_list(seeds)]:
+        seeded = load_config(config, list(set_ or []) + [f"train.seed={seed}"])
+        result = Trainer(seeded, run_dir / f"seed_{seed}", resume=resume, progress=progress).fit()
+        typer.echo(f"seed {seed}: " + _metrics_text(result))
+        results.append(result)
+    summary = {d: aggregate_seeds([r[d] for r in results]) for d in ("t2v", "v2t")}
+    write_json(run_dir / "seeds_summary.json", {"seeds": split_list(seeds), **summary})
+    for direction, metrics in summary.items():
+        typer.echo(direction + "  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in ("R1", "R5", "R10", "MdR")))
+    typer.echo(f"mean ± std over {len(results)} seeds: {run_dir / 'seeds_summary.json'}")
+
+
+def _metrics_text(result: dict) -> str:
+    if "t2v" not in result:
+        return json.dumps(result, default=str)
+    lines = []
+    for direction in ("t2v", "v2t"):
+        m = result[direction]
+        lines.append(f"{direction}: R@1 {m['R1']:.1f}  R@5 {m['R5']:.1f}  R@10 {m['R10']:.1f}  "
+                     f"MdR {m['MdR']:.1f}  MnR {m['MnR']:.1f}")
+    return "\n".join(lines)
+
+
+@app.command("eval")
+@user_errors
+def eval_command(
+    run_dir: Path = typer.Argument(..., help="A run directory made by `videotext train`."),
+    split: str = typer.Option("test", help="Split to evaluate."),
+    checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
+) -> None:
+    """Evaluate a trained run on one split (multi-caption protocol, both directions)."""
+    from videotext.eval.evaluate import evaluate
+    from videotext.inference import load_model
+    from videotext.io import write_json
+    from videotext.train.trainer import RunData
+
+    model = load_model(run_dir, checkpoint)
+    data = RunData(model.config)
+    result = evaluate(model.method, data.split(split), data.read_features, device=model.device)
+    write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
+    typer.echo(_metrics_text(result))
+
+
+@index_app.command("build")
+@user_errors
+def index_build(
+    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    source: Path = typer.Argument(..., help="A folder of videos or a manifest.json."),
+    out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
+    features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
+) -> None:
+    """Embed every video of a folder or manifest (extracting features as needed) into an index."""
+    from videotext.inference import load_model
+
+    index = load_model(run_dir).build_index(source, out, features_dir=features)
+    typer.echo(f"indexed {len(index)} videos → {out}")
+
+
+@app.command()
+@user_errors
+def search(
+    index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
+    query: str = typer.Argument(..., help="Natural-language query."),
+    k: int = typer.Option(10, "-k", min=1, max=1000, help="Number of results."),
+    run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes the query (default: the index's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Search an index with text; prints ranked videos with scores."""
+    from videotext.inference import load_model
+    from videotext.search.index import Index
+
+    loaded = Index.load(index)
+    run = run_dir or loaded.meta.get("run_dir")
+    if not run:
+        raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
+    hits = load_model(run).search(query, loaded, k=k)
+    if as_json:
+        typer.echo(json.dumps([h.to_dict() for h in hits], indent=1))
+        return
+    for hit in hits:
+        span = f" [{hit.start:.1f}-{hit.end:.1f}s]" if hit.start is not None and hit.end is not None else ""
+        typer.echo(f"{hit.rank:3d}  {hit.score:.4f}  {hit.id}{span}  {hit.path or ''}")
+
+
+@app.command()
+@user_errors
+def demo(
+    data: str = typer.Option("synthetic", help="synthetic (the embedded generator) or tuxpaint (real image-caption pairs)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/demo or runs/demo-tuxpaint)."),
+    videos: int = typer.Option(2400, help="Synthetic videos to generate."),
+    epochs: Optional[int] = typer.Option(None, help="Training epochs (default: the config's)."),
+    seed: int = typer.Option(0, help="Data seed."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a config key: a.b=value."),
+) -> None:
+    """The main job: data → features → train → test → index → example queries → HTML report."""
+    from videotext.demo import run_demo
+
+    out = out or Path("runs/demo" if data == "synthetic" else f"runs/demo-{data}")
+    summary = run_demo(data=data, out=out, videos=videos, seed=seed, epochs=epochs, overrides=list(set_ or []))
+    typer.echo(_metrics_text(summary))
+    typer.echo(f"test split: {summary['test_videos']} videos, {summary['test_captions']} captions; "
+               f"chance R@1 {summary['chance_R1']:.3f} %; text→video R@1 = {summary['t2v']['R1']:.2f} % "
+               f"= {summary['t2v_R1_over_chance']:.1f}× chance")
+    if "order_dependent" in summary:
+        o = summary["order_dependent"]
+        typer.echo(f"order-dependent captions only ({o['n_captions']}): t2v R@1 {o['t2v']['R1']:.1f} "
+                   f"R@5 {o['t2v']['R5']:.1f} (mean pooling ignores event order)")
+    for example in summary["examples"][:3]:
+        typer.echo(f"  query: {example['query']!r} → correct video at rank {example['correct_rank']:.0f}")
+    typer.echo(f"time: {summary['timings_s']}")
+    typer.echo(f"report: {summary['report']}")
+
+
 def _parse_scalar(value: str):
     """`--option` values: numbers and booleans as such, anything else as a string."""
     lowered = value.lower()

@@ -1,0 +1,118 @@
+"""Torch datasets and collation over expert features, for training and evaluation.
+
+Training draws one caption per video per step (MMT §4.2: "sample one caption per
+video"); which caption, and the order of videos, are pure functions of
+(seed, epoch, position), so a resumed run sees exactly the batches an uninterrupted
+run would have seen, with no sampler state to save.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from videotext.data.schema import VideoTextDataset
+
+
+def subsample_steps(num_steps: int, max_steps: int) -> np.ndarray:
+    """Indices of at most `max_steps` time steps spread uniformly over `num_steps`, in order."""
+    if num_steps <= max_steps:
+        return np.arange(num_steps)
+    return np.floor((np.arange(max_steps) + 0.5) * num_steps / max_steps).astype(np.int64)
+
+
+class VideoFeatures:
+    """Reads one video's expert features from a FeatureStore, capped at `max_steps` steps."""
+
+    def __init__(self, store: Any, experts: Sequence[str], max_steps: int):
+        self.store, self.experts, self.max_steps = store, list(experts), max_steps
+        self.dims = {e: int(store.dim(e)) for e in self.experts}
+
+    def __call__(self, key: str) -> dict[str, np.ndarray]:
+        out = {}
+        for expert in self.experts:
+            if self.store.has(expert, key):
+                values, _times = self.store.get(expert, key)  # [T, D]
+                values = np.asarray(values, dtype=np.float32).reshape(-1, self.dims[expert])
+                values = values[subsample_steps(len(values), self.max_steps)]
+            else:  # a missing expert (no audio track, no speech): zero steps, masked out
+                values = np.zeros((0, self.dims[expert]), dtype=np.float32)
+            out[expert] = values
+        return out
+
+
+def collate_video_features(items: list[dict[str, np.ndarray]], experts: Sequence[str]) -> dict[str, Any]:
+    """Pad each expert to the longest sequence in the batch.
+
+    Returns {"features": {expert: [B, T, D]}, "masks": {expert: [B, T] bool, True = real step}}.
+    """
+    features, masks = {}, {}
+    for expert in experts:
+        seqs = [item[expert] for item in items]
+        dim = seqs[0].shape[1]
+        length = max(1, max(len(s) for s in seqs))
+        padded = np.zeros((len(seqs), length, dim), dtype=np.float32)
+        mask = np.zeros((len(seqs), length), dtype=bool)
+        for i, seq in enumerate(seqs):
+            padded[i, : len(seq)] = seq
+            mask[i, : len(seq)] = True
+        features[expert] = torch.from_numpy(padded)
+        masks[expert] = torch.from_numpy(mask)
+    return {"features": features, "masks": masks}
+
+
+class CaptionVideoBatches:
+    """Training batches of (one sampled caption, its video) for the videos of one split.
+
+    Iterating gives the batches of one epoch in a seeded order; `start_batch` skips the
+    batches a resumed run has already done. Videos without captions are left out.
+    """
+
+    def __init__(
+        self, dataset: VideoTextDataset, read_features: VideoFeatures, prepare_text: Any,
+        batch_size: int, seed: int, drop_last: bool = True,
+    ):
+        self.video_ids = [v.id for v in dataset if v.captions]
+        self.dataset, self.read_features, self.prepare_text = dataset, read_features, prepare_text
+        self.batch_size, self.seed, self.drop_last = batch_size, seed, drop_last
+        if not self.video_ids:
+            raise ValueError(f"{dataset.name}: no video has a caption to train on")
+
+    def __len__(self) -> int:
+        n = len(self.video_ids)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def order(self, epoch: int) -> list[int]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(len(self.video_ids), generator=generator).tolist()
+
+    def caption_for(self, video_id: str, epoch: int) -> str:
+        captions = self.dataset[video_id].captions
+        return captions[random.Random(f"{self.seed}/{epoch}/{video_id}").randrange(len(captions))]
+
+    def batch(self, epoch: int, index: int) -> dict[str, Any]:
+        order = self.order(epoch)
+        ids = [self.video_ids[i] for i in order[index * self.batch_size : (index + 1) * self.batch_size]]
+        videos = [self.dataset[i] for i in ids]
+        video_batch = collate_video_features([self.read_features(v.key) for v in videos], self.read_features.experts)
+        video_batch["video_ids"] = ids
+        texts = [self.caption_for(i, epoch) for i in ids]
+        return {"video": video_batch, "text": self.prepare_text(texts), "video_ids": ids}
+
+    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
+        for index in range(start_batch, len(self)):
+            yield self.batch(epoch, index)
+
+
+def video_batches(
+    dataset: VideoTextDataset, read_features: VideoFeatures, batch_size: int
+) -> Iterator[dict[str, Any]]:
+    """Every video of `dataset` once, in order, batched for encoding."""
+    videos = list(dataset)
+    for start in range(0, len(videos), batch_size):
+        chunk = videos[start : start + batch_size]
+        batch = collate_video_features([read_features(v.key) for v in chunk], read_features.experts)
+        batch["video_ids"] = [v.id for v in chunk]
+        yield batch

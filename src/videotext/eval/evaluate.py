@@ -1,0 +1,110 @@
+"""Evaluate a method on one split: encode everything, build the similarity, count ranks.
+
+The protocol is the full multi-caption test (every caption a query; for video→text any
+caption of the video is relevant); other protocols are other `relevant` mappings of the
+one metric in `videotext.eval.retrieval`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from videotext.data.loaders import VideoFeatures
+from videotext.data.schema import CaptionRef, VideoTextDataset
+from videotext.eval.retrieval import (
+    dataset_caption_relevance, invert_relevance, multi_caption_relevance, retrieval_metrics,
+)
+from videotext.models.base import Embedding, Method, concat_embeddings, embedding_to
+
+
+@dataclass
+class Encoded:
+    """All embeddings of one split, with the ids that say what each row is."""
+
+    text: Embedding  # one row per caption, in `refs` order
+    video: Embedding  # one row per video, in `video_ids` order
+    refs: list[CaptionRef]
+    video_ids: list[str]
+
+
+@torch.inference_mode()
+def encode_texts(method: Method, texts: Sequence[str], batch_size: int = 256, device: Any = "cpu") -> Embedding:
+    """Batched text embeddings on `device`, gathered on the CPU."""
+    parts = []
+    for start in range(0, len(texts), batch_size):
+        batch = method.prepare_text(list(texts[start : start + batch_size]))
+        batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+        parts.append(embedding_to(method.encode_text(batch), "cpu"))
+    return concat_embeddings(parts)
+
+
+@torch.inference_mode()
+def encode_videos(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,
+                  batch_size: int = 256, device: Any = "cpu") -> Embedding:
+    parts = []
+    for batch in method.video_batches(dataset, read_features, batch_size):
+        batch = _to_device(batch, device)
+        parts.append(embedding_to(method.encode_video(batch), "cpu"))
+    return concat_embeddings(parts)
+
+
+def _to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
+    out = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            out[key] = value.to(device)
+        elif isinstance(value, dict):
+            out[key] = _to_device(value, device)
+        else:
+            out[key] = value
+    return out
+
+
+def encode_split(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,
+                 batch_size: int = 256, device: Any = "cpu") -> Encoded:
+    was_training = method.training
+    method.eval()
+    try:
+        video_ids = [v.id for v in dataset]
+        _, refs = dataset_caption_relevance(dataset, video_ids)
+        text = encode_texts(method, [r.text for r in refs], batch_size, device)
+        video = encode_videos(method, dataset, read_features, batch_size, device)
+    finally:
+        method.train(was_training)
+    return Encoded(text, video, refs, video_ids)
+
+
+@torch.inference_mode()
+def score(method: Method, encoded: Encoded) -> torch.Tensor:
+    """[n_captions, n_videos] similarity from the method's own scoring."""
+    return method.similarity(encoded.text, encoded.video).float()
+
+
+def evaluate_encoded(method: Method, encoded: Encoded, query_mask: np.ndarray | None = None,
+                     return_ranks: bool = False) -> dict[str, Any]:
+    """Both directions of the multi-caption protocol, optionally on a subset of captions."""
+    sims = score(method, encoded)
+    relevant = multi_caption_relevance([r.video_id for r in encoded.refs], encoded.video_ids)
+    t2v = retrieval_metrics(sims, relevant, query_mask=query_mask, return_ranks=return_ranks)
+    inverse = invert_relevance(relevant, len(encoded.video_ids))
+    video_mask = None
+    if query_mask is not None:  # v2t over the videos whose captions are kept
+        kept_videos = {encoded.refs[i].video_id for i in np.flatnonzero(query_mask)}
+        video_mask = np.array([v in kept_videos for v in encoded.video_ids])
+    v2t = retrieval_metrics(sims.T, inverse, query_mask=video_mask, return_ranks=return_ranks)
+    result: dict[str, Any] = {}
+    if return_ranks:
+        (t2v, t2v_ranks), (v2t, v2t_ranks) = t2v, v2t
+        result["ranks"] = {"t2v": t2v_ranks, "v2t": v2t_ranks}
+    result.update({"t2v": t2v, "v2t": v2t, "n_videos": len(encoded.video_ids), "n_captions": len(encoded.refs)})
+    return result
+
+
+def evaluate(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,
+             batch_size: int = 256, device: Any = "cpu", return_ranks: bool = False) -> dict[str, Any]:
+    """Encode a split and compute t2v / v2t retrieval metrics (multi-caption protocol)."""
+    return evaluate_encoded(method, encode_split(method, dataset, read_features, batch_size, device),
+                            return_ranks=return_ranks)

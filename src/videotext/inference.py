@@ -1,0 +1,121 @@
+"""The inference API: load a trained run, embed text and videos, build and query an index.
+
+    model = videotext.load_model("runs/demo")
+    index = model.build_index("my_videos/", "my_videos.index")     # extracts features as needed
+    model.search("a red circle moves to the left", index, k=5)      # → [Hit(id, path, score, …)]
+
+Every official repository's users ask for exactly this; it is the same code path the
+`videotext index build` and `videotext search` commands use.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from videotext.config import load_config
+from videotext.data.features import FeatureStore
+from videotext.data.loaders import VideoFeatures
+from videotext.data.schema import VideoTextDataset
+from videotext.errors import VideoTextError
+from videotext.eval.evaluate import encode_texts, encode_videos
+from videotext.models.base import Method, build_method
+from videotext.train.checkpoint import load_meta, load_weights
+from videotext.train.trainer import resolve_device
+
+
+class LoadedModel:
+    """A trained method with the data settings it was trained with."""
+
+    def __init__(self, run_dir: Path, method: Method, config: Any, device: torch.device):
+        self.run_dir, self.method, self.config, self.device = run_dir, method, config, device
+
+    @property
+    def experts(self) -> list[str]:
+        return list(self.config.data.experts)
+
+    def encode_text(self, texts: str | Sequence[str]) -> torch.Tensor:
+        """L2-normalised text embeddings [N, D] (CPU)."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        return encode_texts(self.method, texts, device=self.device)
+
+    def features_for(self, dataset: VideoTextDataset, features_dir: str | Path,
+                     progress: bool = True) -> VideoFeatures:
+        """Feature reader for `dataset`, extracting missing experts into `features_dir` first."""
+        from videotext.data.experts import extract_features
+
+        features_dir = Path(features_dir)
+        store = FeatureStore(features_dir) if features_dir.exists() else None
+        if store is None or any(not all(store.has(e, v.key) for v in dataset) for e in self.experts):
+            extract_features(dataset, self.experts, features_dir, progress=progress,
+                             **self.extraction_settings())
+            store = FeatureStore(features_dir)
+        return VideoFeatures(store, self.experts, self.config.data.max_steps_per_expert)
+
+    def extraction_settings(self) -> dict[str, Any]:
+        """Extraction options used for the training features (so new videos match them)."""
+        training_store = self.config.data.features or str(Path(self.config.data.manifest).parent / "features")
+        try:
+            return FeatureStore(training_store).extraction_settings()
+        except (VideoTextError, OSError, AttributeError):
+            return {}
+
+    def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
+        return encode_videos(self.method, dataset, features, device=self.device)
+
+    def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
+                    features_dir: str | Path | None = None, progress: bool = True):
+        """Embed every video of a manifest / folder and store them in a search index."""
+        from videotext.data.readers import read_dataset
+        from videotext.search.index import Entry, Index
+
+        if isinstance(source, VideoTextDataset):
+            dataset = source
+        else:
+            source = Path(source)
+            dataset = read_dataset("manifest" if source.suffix == ".json" else "folder", source)
+        if features_dir is None:
+            base = Path(out) if out is not None else self.run_dir / "index"
+            features_dir = base.with_name(base.name + ".features")
+        reader = self.features_for(dataset, features_dir, progress)
+        present = [v for v in dataset if any(reader.store.has(e, v.key) for e in self.experts)]
+        if not present:
+            raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
+        dataset = dataset.subset([v.id for v in present])
+        embeddings = self.encode_videos(dataset, reader)
+        entries = [Entry(id=v.id, path=str(dataset.media_path(v)) if v.path else None, start=0.0,
+                         end=v.duration, video_id=v.id, meta={"captions": v.captions[:1]}) for v in dataset]
+        index = Index(dim=int(embeddings.shape[1]), model=self.config.method)
+        index.meta["run_dir"] = str(self.run_dir.resolve())
+        index.add(embeddings.numpy().astype(np.float32), entries)
+        if out is not None:
+            index.save(out)
+        return index
+
+    def search(self, query: str | Sequence[str], index: Any, k: int = 10):
+        """Top-k hits for one query (a list of lists for several)."""
+        from videotext.search.index import Index
+
+        if isinstance(index, (str, Path)):
+            index = Index.load(index)
+        single = isinstance(query, str)
+        hits = index.search(self.encode_text(query).numpy().astype(np.float32), k)
+        return hits[0] if single else hits
+
+
+def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto") -> LoadedModel:
+    """Load a run's method with the weights of `checkpoints/<checkpoint>` (best = validation-selected)."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise VideoTextError(f"{run_dir}: not a run directory (no config.yaml)")
+    config = load_config(config_path)
+    folder = run_dir / "checkpoints" / checkpoint
+    dims = load_meta(folder).get("expert_dims")
+    method = build_method(config.method, config.model, expert_dims=dims)
+    load_weights(folder, method)
+    torch_device = resolve_device(device)
+    method.to(torch_device).eval()
+    return LoadedModel(run_dir, method, config, torch_device)

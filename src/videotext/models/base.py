@@ -1,0 +1,123 @@
+"""The interface every method implements, and the registry that names them.
+
+A method is an `nn.Module` with four operations (DESIGN.md "Layout"):
+
+    encode_text(batch)  -> Embedding        per caption (or paragraph)
+    encode_video(batch) -> Embedding        per video (or clip)
+    similarity(text, video) -> [n_text, n_video]
+    loss(batch) -> {"loss": scalar, <named parts>...}
+
+plus a `Config` dataclass (its defaults from the paper) and two data hooks the shared
+loaders call: `prepare_text(list[str])` turns strings into model inputs, and
+`video_inputs` says what the video side consumes ("features" from a FeatureStore or
+"frames" decoded from pixels). Adding a method never touches the trainer, the metric
+or the index.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterable, Union
+
+import torch
+from torch import nn
+
+from videotext.config import ConfigError, from_dict, to_plain
+
+# An embedding is usually one L2-normalised tensor [N, D]; methods with richer embeddings
+# (MMT: per-expert vectors + mixture weights) use a dict of tensors with N first.
+Embedding = Union[torch.Tensor, dict[str, torch.Tensor]]
+
+METHODS: dict[str, type["Method"]] = {}
+
+
+def register(cls: type["Method"]) -> type["Method"]:
+    """Class decorator: make a method available by its `name` in configs and checkpoints."""
+    if not getattr(cls, "name", None):
+        raise TypeError(f"{cls.__name__} needs a `name`")
+    METHODS[cls.name] = cls
+    return cls
+
+
+def method_class(name: str) -> type["Method"]:
+    import videotext.models  # noqa: F401  (registers the built-in methods)
+
+    if name not in METHODS:
+        raise ConfigError(f"method: unknown method {name!r}; available: {sorted(METHODS)}")
+    return METHODS[name]
+
+
+def build_method(name: str, config: dict[str, Any] | Any | None = None, **context: Any) -> "Method":
+    """Instantiate a registered method from its name and a config dict (or dataclass)."""
+    cls = method_class(name)
+    if config is None or isinstance(config, dict):
+        config = from_dict(cls.Config, config or {}, f"model ({name})")
+    return cls(config, **context)
+
+
+class Method(nn.Module):
+    """Base class of every method (see the module docstring for the contract)."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type]
+    video_inputs: ClassVar[str] = "features"  # "features" | "frames"
+
+    def __init__(self, config: Any):
+        super().__init__()
+        self.config = config
+
+    # --- the four operations -----------------------------------------------------------
+    def encode_text(self, batch: dict[str, Any]) -> Embedding:
+        raise NotImplementedError
+
+    def encode_video(self, batch: dict[str, Any]) -> Embedding:
+        raise NotImplementedError
+
+    def similarity(self, text: Embedding, video: Embedding, chunk_size: int = 4096) -> torch.Tensor:
+        """[n_text, n_video] scores, higher = closer; default: chunked dot products."""
+        if not isinstance(text, torch.Tensor) or not isinstance(video, torch.Tensor):
+            raise NotImplementedError(f"{type(self).__name__} must define similarity for its embeddings")
+        rows = [text[i : i + chunk_size] @ video.T for i in range(0, text.shape[0], chunk_size)]
+        return torch.cat(rows) if rows else text.new_zeros((0, video.shape[0]))
+
+    def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    # --- data hooks --------------------------------------------------------------------
+    def prepare_text(self, texts: list[str]) -> dict[str, Any]:
+        """Strings → the inputs `encode_text` takes (token ids, masks …)."""
+        raise NotImplementedError
+
+    def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
+        """Training batches for one split: an object with `len()` and `batch(epoch, index)`.
+
+        The default draws one caption per video with its expert features; methods with
+        other inputs (frames, clip/sentence hierarchies) override this and the next hook.
+        Batches must be pure functions of (seed, epoch, index) so resume stays exact.
+        """
+        from videotext.data.loaders import CaptionVideoBatches
+
+        return CaptionVideoBatches(dataset, read_features, self.prepare_text, batch_size, seed)
+
+    def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
+        """Every video of `dataset` once, in order, as `encode_video` inputs (with "video_ids")."""
+        from videotext.data.loaders import video_batches
+
+        return video_batches(dataset, read_features, batch_size)
+
+    def config_dict(self) -> dict[str, Any]:
+        return to_plain(self.config)
+
+
+def concat_embeddings(parts: Iterable[Embedding]) -> Embedding:
+    """Concatenate per-batch embeddings along the first axis (tensors or dicts of tensors)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("no embeddings to concatenate")
+    if isinstance(parts[0], dict):
+        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+    return torch.cat(parts)
+
+
+def embedding_to(embedding: Embedding, device: torch.device | str) -> Embedding:
+    if isinstance(embedding, dict):
+        return {k: v.to(device) for k, v in embedding.items()}
+    return embedding.to(device)

