@@ -270,6 +270,27 @@ def demo(
     typer.echo(f"report: {summary['report']}")
 
 
+@app.command("convert")
+@user_errors
+def convert_command(
+    method: str = typer.Argument(..., help="Method of the official checkpoint: frozen, mmt, coot."),
+    checkpoint: Path = typer.Argument(..., help="The official checkpoint file."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Converter option key=value (repeatable)."),
+) -> None:
+    """Convert an official checkpoint into a videotext run (evaluate it, search with it)."""
+    from videotext.convert import convert
+
+    options = {}
+    for item in option or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise VideoTextError(f"--option {item!r}: expected key=value")
+        options[key] = _parse_scalar(value)
+    run_dir = convert(method, checkpoint, out, **options)
+    typer.echo(f"converted {checkpoint} → {run_dir}")
+
+
 def _parse_scalar(value: str):
     """`--option` values: numbers and booleans as such, anything else as a string."""
     lowered = value.lower()
