@@ -5,6 +5,7 @@ and a command only pays for what it uses.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -234,7 +235,7 @@ def search(
         raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
     hits = load_model(run).search(query, loaded, k=k)
     if as_json:
-        typer.echo(json.dumps([h.to_dict() for h in hits], indent=1))
+        typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
         return
     for hit in hits:
         span = f" [{hit.start:.1f}-{hit.end:.1f}s]" if hit.start is not None and hit.end is not None else ""

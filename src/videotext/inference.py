@@ -52,15 +52,22 @@ class LoadedModel:
             extract_features(dataset, self.experts, features_dir, progress=progress,
                              **self.extraction_settings())
             store = FeatureStore(features_dir)
+        absent = [e for e in self.experts if not store.has_expert(e)]
+        if absent:
+            raise VideoTextError(f"{features_dir}: no video gave {absent} features "
+                                 f"(see {features_dir / 'failures.jsonl'})")
         return VideoFeatures(store, self.experts, self.config.data.max_steps_per_expert)
 
     def extraction_settings(self) -> dict[str, Any]:
-        """Extraction options used for the training features (so new videos match them)."""
-        training_store = self.config.data.features or str(Path(self.config.data.manifest).parent / "features")
-        try:
-            return FeatureStore(training_store).extraction_settings()
-        except (VideoTextError, OSError, AttributeError):
+        """`extract_features` options that reproduce the training features for new videos."""
+        from videotext.data.experts import options_from_config
+
+        training_store = Path(self.config.data.features or Path(self.config.data.manifest).parent / "features")
+        if not training_store.exists():
             return {}
+        store = FeatureStore(training_store)
+        return {"options": {e: options_from_config(e, store.info(e)["config"])
+                            for e in self.experts if store.has_expert(e)}}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
         return encode_videos(self.method, dataset, features, device=self.device)

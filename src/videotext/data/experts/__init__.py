@@ -16,7 +16,9 @@ any folder of videos into a `FeatureStore`; it is resumable and skips broken fil
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any, Callable
+from videotext.errors import VideoTextError
 
 from videotext.data.experts.base import (
     AudioExpert,
@@ -43,15 +45,34 @@ def expert_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+class UnknownExpertError(VideoTextError, KeyError):
+    """An expert name that is not registered (a user error: typo in --experts or a config)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def expert_class(name: str) -> Callable[..., Expert]:
     if name not in _REGISTRY:
-        raise KeyError(f"unknown expert {name!r}; known experts: {', '.join(expert_names())}")
+        raise UnknownExpertError(f"unknown expert {name!r}; known experts: {', '.join(expert_names())}")
     factory = _REGISTRY[name]
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
         _REGISTRY[name] = factory
     return factory
+
+
+def options_from_config(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Constructor options that rebuild an expert from the config a FeatureStore recorded.
+
+    New videos (an index over a user's folder) must be extracted exactly like the
+    training features; the store's `info(expert)["config"]` says how they were made.
+    """
+    accepted = inspect.signature(expert_class(name)).parameters
+    # device / batch size are the new machine's business; `weights` records a package name, not a path
+    skip = ("device", "batch_size", "weights")
+    return {k: v for k, v in config.items() if k in accepted and k not in skip}
 
 
 def get_expert(name: str, **options: Any) -> Expert:
@@ -68,5 +89,5 @@ def extract_features(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
 __all__ = [
     "AudioExpert", "Expert", "ExpertOutput", "FrameExpert", "SpeechExpert",
-    "expert_class", "expert_names", "extract_features", "get_expert", "register_expert",
+    "expert_class", "expert_names", "extract_features", "get_expert", "options_from_config", "register_expert",
 ]

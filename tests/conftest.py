@@ -1,0 +1,37 @@
+"""Shared fixtures: the tiny synthetic dataset (32 videos) with extracted features.
+
+Made once per test session in a temporary folder; small extractor settings keep it to
+a few seconds on 2 CPU cores.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+TINY_EXTRACT = {"appearance": {"input_size": 64}, "motion": {"flow_size": 64, "frames_per_step": 2}}
+
+
+@pytest.fixture(scope="session")
+def tiny_synth(tmp_path_factory) -> Path:
+    """Folder with manifest.json, videos/ and features/ (appearance, motion, audio) of 32 videos."""
+    from videotext.data.experts import extract_features
+    from videotext.data.synthetic import synthesize
+
+    root = tmp_path_factory.mktemp("tiny_synth")
+    synthesize(root, num_videos=32, seed=0, progress=False)
+    summary = extract_features(root / "manifest.json", ["appearance", "motion", "audio"], root / "features",
+                               rate=1.0, progress=False, options=TINY_EXTRACT)
+    assert summary["failed"] == 0, summary
+    return root
+
+
+def tiny_config_overrides(root: Path) -> list[str]:
+    """Config overrides that train `dual` on the tiny fixture in seconds."""
+    return [f"data.manifest={root / 'manifest.json'}", f"data.features={root / 'features'}",
+            "model.freeze_text=true", "model.embed_dim=32", "train.batch_size=8", "train.epochs=3",
+            "schedule.warmup_steps=2", "schedule.decay=linear", "train.log_every=1", "optim.lr=0.003"]

@@ -1,0 +1,102 @@
+"""The command line end to end on the tiny synthetic fixture: train → eval → index → search."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import tiny_config_overrides
+from videotext.cli import app
+
+CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml")
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result
+
+
+@pytest.fixture(scope="module")
+def trained_run(tiny_synth, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("cli") / "run"
+    sets = [x for o in tiny_config_overrides(tiny_synth) for x in ("--set", o)]
+    result = invoke("train", CONFIG, *sets, "--out", run, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "t2v: R@1" in result.output and "v2t: R@1" in result.output
+    return run
+
+
+def test_eval_reproduces_the_test_metrics(trained_run):
+    result = invoke("eval", trained_run, "--split", "test")
+    assert result.exit_code == 0, result.output
+    saved = json.loads((trained_run / "test_metrics.json").read_text())
+    evaluated = json.loads((trained_run / "eval_test_best.json").read_text())
+    for direction in ("t2v", "v2t"):
+        for metric in ("R1", "R5", "MdR", "MnR"):
+            assert evaluated[direction][metric] == pytest.approx(saved[direction][metric], abs=1e-4)
+
+
+def test_index_build_and_search_cli_and_python_agree(trained_run, tiny_synth, tmp_path):
+    index_dir = tmp_path / "idx"
+    result = invoke("index", "build", trained_run, tiny_synth / "manifest.json", "-o", index_dir,
+                    "--features", tiny_synth / "features")
+    assert result.exit_code == 0, result.output
+    assert "indexed 32 videos" in result.output
+    from videotext.data.schema import VideoTextDataset
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    query = dataset[dataset.splits["test"][0]].captions[0]
+    result = invoke("search", index_dir, query, "-k", "3", "--json")
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.output)
+    assert [h["rank"] for h in hits] == [1, 2, 3]
+    assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
+    assert all(Path(h["path"]).is_file() for h in hits)
+
+    import videotext
+
+    python_hits = videotext.load_model(trained_run).search(query, index_dir, k=3)
+    assert [h.id for h in python_hits] == [h["id"] for h in hits]
+    assert [h.score for h in python_hits] == pytest.approx([h["score"] for h in hits], abs=1e-5)
+
+
+def test_index_a_plain_folder_extracts_like_training(trained_run, tiny_synth, tmp_path):
+    """New videos are extracted with the settings recorded in the training store."""
+    folder = tmp_path / "my_videos"
+    folder.mkdir()
+    names = sorted((tiny_synth / "videos").glob("*.mp4"))[:3]
+    for name in names:
+        shutil.copy(name, folder / name.name)
+    (folder / "broken.mp4").write_bytes(b"not a video")
+    index_dir = tmp_path / "folder.index"
+    result = invoke("index", "build", trained_run, folder, "-o", index_dir)
+    assert result.exit_code == 0, result.output
+    assert "indexed 3 videos" in result.output
+    failures = (tmp_path / "folder.index.features" / "failures.jsonl").read_text()
+    assert "broken" in failures
+
+    from videotext.data.features import FeatureStore
+
+    trained, fresh = FeatureStore(tiny_synth / "features"), FeatureStore(tmp_path / "folder.index.features")
+    for expert in ("appearance", "motion", "audio"):
+        a, _ = trained.get(expert, names[0].stem)
+        b, _ = fresh.get(expert, names[0].stem)
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=1e-2)
+
+
+def test_user_errors_are_one_line_with_exit_status_2(tmp_path):
+    result = invoke("train", tmp_path / "missing.yaml")
+    assert result.exit_code == 2
+    assert "missing.yaml: config file not found" in result.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("method: nope\n")
+    result = invoke("train", bad, "--set", f"data.manifest={tmp_path / 'm.json'}")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    result = invoke("search", tmp_path / "no-index", "query")
+    assert result.exit_code == 2 and "index folder not found" in result.output

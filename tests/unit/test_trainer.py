@@ -1,0 +1,106 @@
+"""The one training loop: exact resume, honest model selection, divergence stops."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.conftest import tiny_config_overrides
+from videotext.config import load_config
+from videotext.train.trainer import Trainer, TrainingDiverged, read_metrics_log
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+
+
+def make_config(root: Path, *extra: str):
+    return load_config(CONFIG, tiny_config_overrides(root) + list(extra))
+
+
+def weights(run_dir: Path, name: str = "last") -> dict[str, torch.Tensor]:
+    return load_file(str(run_dir / "checkpoints" / name / "model.safetensors"))
+
+
+def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_synth, tmp_path):
+    config = make_config(tiny_synth, "train.checkpoint_every=2")
+    full = Trainer(config, tmp_path / "full", progress=False).fit()
+
+    # killed after step 5: the last checkpoint is from step 4, in the middle of epoch 2
+    stopped = Trainer(config, tmp_path / "resumed", progress=False, stop_after_steps=5).fit()
+    assert stopped == {"stopped_at_step": 5}
+    meta = json.loads((tmp_path / "resumed/checkpoints/last/meta.json").read_text())
+    assert meta["step"] == 4
+    resumed = Trainer(config, tmp_path / "resumed", resume=True, progress=False).fit()
+
+    a, b = weights(tmp_path / "full"), weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    worst = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert worst <= 1e-6, worst
+    for direction in ("t2v", "v2t"):
+        for metric in ("R1", "R5", "MdR", "MnR"):
+            assert resumed[direction][metric] == pytest.approx(full[direction][metric], abs=1e-6)
+    # the resumed log reads like the uninterrupted one: same steps, no duplicates
+    steps = lambda run: [(e["kind"], e["step"]) for e in read_metrics_log(run)]  # noqa: E731
+    assert steps(tmp_path / "resumed") == steps(tmp_path / "full")
+
+
+def test_selection_uses_validation_and_test_runs_once(tiny_synth, tmp_path):
+    result = Trainer(make_config(tiny_synth), tmp_path / "run", progress=False).fit()
+    log = read_metrics_log(tmp_path / "run")
+    vals = [e for e in log if e["kind"] == "val"]
+    tests = [e for e in log if e["kind"] == "test"]
+    assert len(vals) == 3 and len(tests) == 1  # one validation per epoch, test once at the end
+    best = max(vals, key=lambda e: e["t2v"]["geometric_mean"])
+    assert best["selected"] and result["best_step"] == best["step"]
+    # the best checkpoint is the one selected on validation, and test used it
+    meta = json.loads((tmp_path / "run/checkpoints/best/meta.json").read_text())
+    assert meta["step"] == best["step"]
+    assert meta["val"]["t2v"]["geometric_mean"] == pytest.approx(best["t2v"]["geometric_mean"])
+    saved = json.loads((tmp_path / "run/test_metrics.json").read_text())
+    assert saved["split"] == "test" and saved["n_videos"] == 3  # 32 videos split 26 / 3 / 3
+    assert saved["t2v"]["n_queries"] == 18  # 6 captions per test video
+    # training and validation never saw a test video
+    from videotext.data.schema import VideoTextDataset
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    assert not set(dataset.splits["test"]) & (set(dataset.splits["train"]) | set(dataset.splits["val"]))
+
+
+def test_training_lowers_the_loss(tiny_synth, tmp_path):
+    Trainer(make_config(tiny_synth, "train.epochs=6"), tmp_path / "run", progress=False).fit()
+    losses = [e["loss"] for e in read_metrics_log(tmp_path / "run") if e["kind"] == "train"]
+    first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+    assert last < 0.8 * first, (first, last)
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_checkpoints_clean(tiny_synth, tmp_path):
+    trainer = Trainer(make_config(tiny_synth, "train.checkpoint_every=1"), tmp_path / "run", progress=False)
+    trainer.build()
+    original = trainer.method.loss
+    calls = {"n": 0}
+
+    def loss_that_diverges(batch):
+        calls["n"] += 1
+        out = original(batch)
+        if calls["n"] == 3:
+            out["loss"] = out["loss"] * float("nan")
+        return out
+
+    trainer.build = lambda: None  # keep the patched method
+    trainer.method.loss = loss_that_diverges
+    with pytest.raises(TrainingDiverged, match=r"step 3 \(epoch 1\): loss is nan"):
+        trainer.fit()
+    meta = json.loads((tmp_path / "run/checkpoints/last/meta.json").read_text())
+    assert meta["step"] == 2
+    assert all(torch.isfinite(t).all() for t in weights(tmp_path / "run").values())
+
+
+def test_existing_run_needs_resume(tiny_synth, tmp_path):
+    from videotext.errors import VideoTextError
+
+    config = make_config(tiny_synth, "train.epochs=1")
+    Trainer(config, tmp_path / "run", progress=False).fit()
+    with pytest.raises(VideoTextError, match="pass --resume"):
+        Trainer(config, tmp_path / "run", progress=False).fit()
