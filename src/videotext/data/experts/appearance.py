@@ -126,7 +126,12 @@ class AppearanceExpert(FrameExpert):
     @property
     def model(self):
         if self._model is None:
-            self._model = build_efficientnet_lite0(self.weights, pretrained=self.pretrained).to(self.device)
+            import torch
+
+            # channels-last: the frames arrive as NHWC already, and oneDNN's depthwise convolutions
+            # run about twice as fast in that layout on CPU
+            network = build_efficientnet_lite0(self.weights, pretrained=self.pretrained).to(self.device)
+            self._model = network.to(memory_format=torch.channels_last)
         return self._model
 
     def __getstate__(self) -> dict[str, Any]:  # workers never need the network
@@ -156,7 +161,8 @@ class AppearanceExpert(FrameExpert):
         with torch.inference_mode():
             for start in range(0, len(crops), self.batch_size):
                 chunk = torch.from_numpy(crops[start : start + self.batch_size]).to(self.device)
-                x = (chunk.permute(0, 3, 1, 2).float() / 255.0 - mean) / std  # [B, 3, S, S]
+                x = (chunk.permute(0, 3, 1, 2).float() / 255.0 - mean) / std  # [B, 3, S, S], NHWC in memory
+                x = x.contiguous(memory_format=torch.channels_last)
                 pooled = model.forward_head(model.forward_features(x), pre_logits=True)  # [B, 1280]
                 out.append(pooled.float().cpu().numpy())
         return np.concatenate(out)
