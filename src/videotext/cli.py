@@ -109,13 +109,7 @@ def dataset_convert(
     """Read an official annotation format and write a videotext manifest."""
     from videotext.data.readers import read_dataset
 
-    options = {}
-    for item in option or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise VideoTextError(f"--option {item!r}: expected key=value")
-        options[key] = _parse_scalar(value)
-    dataset = read_dataset(format, path, **options)
+    dataset = read_dataset(format, path, **parse_options(option))
     dataset.save(out)
     typer.echo(f"{dataset!r} → {out}")
 
@@ -282,14 +276,19 @@ def convert_command(
     """Convert an official checkpoint into a videotext run (evaluate it, search with it)."""
     from videotext.convert import convert
 
+    run_dir = convert(method, checkpoint, out, **parse_options(option))
+    typer.echo(f"converted {checkpoint} → {run_dir}")
+
+
+def parse_options(items: Optional[List[str]]) -> dict:
+    """Repeated `--option key=value` → {key: value}, values parsed as numbers/booleans where they are."""
     options = {}
-    for item in option or []:
+    for item in items or []:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key:
             raise VideoTextError(f"--option {item!r}: expected key=value")
         options[key] = _parse_scalar(value)
-    run_dir = convert(method, checkpoint, out, **options)
-    typer.echo(f"converted {checkpoint} → {run_dir}")
+    return options
 
 
 def _parse_scalar(value: str):
