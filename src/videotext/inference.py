@@ -37,9 +37,9 @@ class LoadedModel:
         return list(self.config.data.experts)
 
     def encode_text(self, texts: str | Sequence[str]) -> torch.Tensor:
-        """L2-normalised text embeddings [N, D] (CPU)."""
+        """Query vectors [N, D] (CPU) for a dot-product index (the method's `query_vectors`)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
-        return encode_texts(self.method, texts, device=self.device)
+        return self.method.query_vectors(encode_texts(self.method, texts, device=self.device))
 
     def features_for(self, dataset: VideoTextDataset, features_dir: str | Path,
                      progress: bool = True) -> VideoFeatures:
@@ -70,7 +70,8 @@ class LoadedModel:
                             for e in self.experts if store.has_expert(e)}}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
-        return encode_videos(self.method, dataset, features, device=self.device)
+        """Index vectors [N, D] (CPU) of every video (the method's `index_vectors`)."""
+        return self.method.index_vectors(encode_videos(self.method, dataset, features, device=self.device))
 
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
                     features_dir: str | Path | None = None, progress: bool = True):

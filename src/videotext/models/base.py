@@ -81,6 +81,18 @@ class Method(nn.Module):
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    # --- index hooks: one vector per video / query for a dot-product index --------------
+    def index_vectors(self, video: Embedding) -> torch.Tensor:
+        """[N, D] vectors whose dot product with `query_vectors` ranks like `similarity`."""
+        if not isinstance(video, torch.Tensor):
+            raise NotImplementedError(f"{type(self).__name__} must define index_vectors for its embeddings")
+        return video
+
+    def query_vectors(self, text: Embedding) -> torch.Tensor:
+        if not isinstance(text, torch.Tensor):
+            raise NotImplementedError(f"{type(self).__name__} must define query_vectors for its embeddings")
+        return text
+
     # --- data hooks --------------------------------------------------------------------
     def prepare_text(self, texts: list[str]) -> dict[str, Any]:
         """Strings → the inputs `encode_text` takes (token ids, masks …)."""

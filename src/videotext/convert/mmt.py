@@ -1,0 +1,147 @@
+"""Official MMT checkpoints (`gabeur/mmt`, `model/model.py` CENet) → a videotext `mmt` run.
+
+The official file is `{'arch', 'epoch', 'state_dict', 'config', ...}` with no `module.`
+prefix (OFFICIAL_CODE_NOTES.md, MMT). The paper configs use vid_cont 'bert',
+vid_inp 'both', pos_enc 'tint', out_tok 'mxp', txt_pro 'gbn', txt_wgh 'emb',
+vid_wgh 'none', keep_missing_modalities true. Key mapping:
+
+    video_dim_reduce.<e>.fc.*          → project.<e>.*
+    vid_bert.embeddings.* / encoder.*  → video_bert.*            (vid_bert.pooler.* is unused: dropped)
+    txt_bert.*                         → text_encoder.model.*    (HF names; old `position_ids` dropped)
+    text_GU.<e>.{fc,cg.fc,cg.batch_norm}.* → text_gated.<e>.*
+    moe_fc_txt.<e>.{weight [1, H], bias [1]} → mixture.{weight [M, H], bias [M]} (experts sorted)
+
+and the official behaviour is switched on in the config: a zero [CLS] token, the
+official token types per expert (compute_dims: s3d 1, vggish 2, face 3, …),
+missing experts kept in the mixture, the `fix_norm` loss normalisation.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from videotext.config import DataConfig, RunConfig, save_config, to_plain
+from videotext.errors import VideoTextError
+
+# gabeur/mmt utils/util.py compute_dims: token-type row of each expert
+OFFICIAL_TYPES = {"s3d": 1, "vggish": 2, "face": 3, "audio": 4, "rgb": 5, "speech": 6, "ocr": 7, "flow": 8,
+                  "scene": 9, "audio_c": 1, "face_c": 2, "i3d": 3, "resnext101_32x48d": 4, "senet154": 5,
+                  "ocr_c": 6, "r2p1d": 7, "s3dg": 8, "densenet161": 9, "speech_c": 10, "r2p1dk": 11}
+
+
+def read_official(checkpoint: Path, trust: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(state_dict, arch args if readable) of an official checkpoint.
+
+    The originals pickle a ConfigParser under 'config'; reading it needs `trust=True`
+    (`weights_only=False` runs pickled code: only for files you trust) and the official
+    code on the path. Without it, a tensors-only file (just the state_dict) still loads.
+    """
+    if not Path(checkpoint).is_file():
+        raise VideoTextError(f"{checkpoint}: checkpoint not found")
+    try:
+        data = torch.load(checkpoint, map_location="cpu", weights_only=not trust)
+    except Exception as exc:  # noqa: BLE001 - torch raises several types for pickled objects
+        raise VideoTextError(
+            f"{checkpoint}: cannot read ({type(exc).__name__}); official files pickle a config object: pass "
+            f"`--option trust=true` only if you trust the file, or save its 'state_dict' alone"
+        ) from None
+    state = data.get("state_dict", data) if isinstance(data, dict) else None
+    if not isinstance(state, dict) or not any(k.startswith("vid_bert.") for k in state):
+        raise VideoTextError(f"{checkpoint}: no MMT state_dict (expected keys vid_bert.*, txt_bert.*, ...)")
+    args: dict[str, Any] = {}
+    config = data.get("config") if isinstance(data, dict) else None
+    try:
+        args = dict(config["arch"]["args"]) if config is not None else {}
+    except (KeyError, TypeError):
+        args = {}
+    return state, args
+
+
+def infer_model_config(state: dict[str, torch.Tensor], args: dict[str, Any], text_model: str,
+                       heads: int | None) -> tuple[dict[str, Any], dict[str, int]]:
+    """Our MMTConfig (as a dict) and expert_dims, read from the state dict's shapes."""
+    if "vid_bert.embeddings.word_embeddings.weight" in state or args.get("vid_cont", "bert") != "bert":
+        raise VideoTextError("only MMT checkpoints with the multi-modal transformer (vid_cont 'bert') convert")
+    experts = sorted(k.split(".")[1] for k in state if k.startswith("video_dim_reduce.") and k.endswith("fc.weight"))
+    expert_dims = {e: int(state[f"video_dim_reduce.{e}.fc.weight"].shape[1]) for e in experts}
+    unknown = [e for e in experts if e not in OFFICIAL_TYPES]
+    if unknown:
+        raise VideoTextError(f"experts {unknown} have no official token type (known: {sorted(OFFICIAL_TYPES)})")
+    bert = args.get("vid_bert_params", {})
+    layers = 1 + max(int(k.split(".")[3]) for k in state if k.startswith("vid_bert.encoder.layer."))
+    d_model, intermediate = state["vid_bert.encoder.layer.0.intermediate.dense.weight"].shape[::-1]
+    positions = int(state["vid_bert.embeddings.position_embeddings.weight"].shape[0])
+    config = {
+        "text_model": text_model, "text_pooling": "cls", "freeze_text": False,
+        "max_text_tokens": 30, "text_dropout": 0.1, "gated_batch_norm": "text_GU." + experts[0] + ".cg.batch_norm.weight" in state,
+        "d_model": int(d_model), "layers": layers, "heads": int(heads or bert.get("num_attention_heads", 4)),
+        "intermediate": int(intermediate), "dropout": float(bert.get("hidden_dropout_prob", 0.1)),
+        "max_seconds": positions - 2, "temporal_window": 1.0, "agg_init": "max", "encoder": "mmt", "inputs": "all",
+        "feature_order": "ordered", "project_l2norm": True, "cls_token": True,
+        "expert_types": {e: OFFICIAL_TYPES[e] for e in experts},
+        "num_token_types": int(state["vid_bert.embeddings.token_type_embeddings.weight"].shape[0]),
+        "keep_missing_experts": bool(args.get("keep_missing_modalities", True)),
+        "margin": 0.05, "loss_normalise": "terms",
+    }
+    return config, expert_dims
+
+
+def map_keys(state: dict[str, torch.Tensor], experts: list[str]) -> dict[str, torch.Tensor]:
+    """Official names → ours (see the module docstring)."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        head, _, rest = key.partition(".")
+        if head == "video_dim_reduce":
+            expert, _, param = rest.partition(".fc.")
+            out[f"project.{expert}.{param}"] = value
+        elif head == "vid_bert":
+            if not rest.startswith("pooler."):
+                out[f"video_bert.{rest}"] = value
+        elif head == "txt_bert":
+            if not rest.endswith("position_ids"):
+                out[f"text_encoder.model.{rest}"] = value
+        elif head == "text_GU":
+            out[f"text_gated.{rest}"] = value
+        elif head == "moe_fc_txt":
+            continue  # stacked below
+        else:
+            raise VideoTextError(f"unexpected key {key!r} in the MMT checkpoint")
+    out["mixture.weight"] = torch.cat([state[f"moe_fc_txt.{e}.weight"] for e in experts])  # [M, H]
+    out["mixture.bias"] = torch.cat([state[f"moe_fc_txt.{e}.bias"] for e in experts])  # [M]
+    return out
+
+
+def convert(checkpoint: Path, out_dir: Path, text_model: str = "", heads: int | None = None,
+            trust: bool = False) -> Path:
+    """Write `out_dir/config.yaml` + `out_dir/checkpoints/best` from an official MMT checkpoint.
+
+    `text_model` is an HF folder whose config and tokenizer match the checkpoint's text
+    BERT (the paper: bert-base-cased); its weights are replaced by the checkpoint's.
+    """
+    from videotext.models.base import build_method
+    from videotext.models.mmt import MMTConfig
+    from videotext.train.checkpoint import save_checkpoint
+
+    state, args = read_official(Path(checkpoint), trust)
+    model_cfg, expert_dims = infer_model_config(state, args, text_model, heads)
+    method = build_method("mmt", model_cfg, expert_dims=expert_dims)
+    mapped = map_keys(state, method.experts)
+    try:
+        result = method.load_state_dict(mapped, strict=False)
+    except RuntimeError as exc:  # shape mismatches
+        raise VideoTextError(f"{checkpoint}: does not match the model it describes ({exc})") from None
+    if result.missing_keys or result.unexpected_keys:
+        raise VideoTextError(f"{checkpoint}: does not match the model it describes (is text_model the "
+                             f"checkpoint's BERT?): missing {result.missing_keys[:5]}, "
+                             f"unexpected {result.unexpected_keys[:5]}")
+    out_dir = Path(out_dir)
+    config = RunConfig(method="mmt", model=to_plain(MMTConfig(**model_cfg)),
+                       data=DataConfig(experts=list(expert_dims)), out_dir=str(out_dir),
+                       name=f"mmt (converted from {Path(checkpoint).name})")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, out_dir / "config.yaml")
+    save_checkpoint(out_dir / "checkpoints" / "best", method, {
+        "method": "mmt", "model": config.model, "expert_dims": expert_dims, "converted_from": str(checkpoint)})
+    return out_dir
