@@ -1,0 +1,255 @@
+"""Pixel batches for methods on raw frames (Frozen in Time §3.2 "Frame sampling", §4.3).
+
+- Training: M equal segments, one random frame in each (TSN); a random square crop
+  (a fraction `crop_scale` of the shorter side) resized to the input size, and a
+  horizontal flip with probability `flip` (§4.3).
+- Test: several strided samplings of the M segments (§3.2: "the i-th frame in every
+  segment" for i = 0, S, 2S, …; stride `test_stride` seconds, §4.3: 2 s), each a clip;
+  the method averages the clip embeddings per video. Centre maximal square crop.
+- Images (`Video.kind == "image"`) are 1-frame videos.
+
+Every random choice comes from a generator seeded by (seed, epoch, video id), so a
+batch is a pure function of (seed, epoch, index) and a resumed run sees the same pixels.
+
+Decoding: with a cache (``cache="memory"`` or a folder), each video is decoded once at
+`cache_fps` frames per second at the input resolution and sampled from there (small
+datasets train fast on CPU); with ``cache="off"`` every clip is decoded at its exact
+times by seeking (`videotext.data.video.read_frames`).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from videotext.data.schema import Video, VideoTextDataset
+from videotext.data.video import center_crop, normalize, pick_frames, read_frames, resize_short, to_tensor
+from videotext.errors import VideoTextError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)  # the official Frozen transforms' normalisation
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class FrameSpec:
+    """How clips are sampled and transformed."""
+
+    size: int = 224  # input resolution (§4.3: 224×224)
+    mean: Sequence[float] = IMAGENET_MEAN
+    std: Sequence[float] = IMAGENET_STD
+    crop_scale: tuple[float, float] = (0.5, 1.0)  # random square crop side / shorter side (official RandomResizedCrop)
+    flip: float = 0.5  # horizontal flip probability (§4.3)
+    test_stride: float = 2.0  # seconds between test samplings (§4.3)
+    max_test_clips: int = 4  # cap on test samplings per video (CPU budget)
+    cache: str = "memory"  # memory | off | a folder for .npy files
+    cache_fps: float = 4.0  # frames per second kept in the cache
+
+
+def rng_for(seed: int, epoch: int, key: str) -> np.random.Generator:
+    """A generator that depends only on (seed, epoch, key)."""
+    return np.random.default_rng([seed, epoch, zlib.crc32(key.encode("utf-8"))])
+
+
+def train_times(duration: float, frames: int, rng: np.random.Generator) -> np.ndarray:
+    """One uniformly random time in each of `frames` equal segments (TSN) [F]."""
+    return (np.arange(frames) + rng.random(frames)) * (max(duration, 0.0) / frames)
+
+
+def eval_times(duration: float, frames: int, stride: float, max_clips: int) -> np.ndarray:
+    """[S, F] times: S strided samplings of the F segments (offsets spread over one segment)."""
+    segment = max(duration, 0.0) / frames
+    clips = int(min(max_clips, max(1, math.ceil(segment / stride - 1e-9)))) if stride > 0 else 1
+    offsets = (np.arange(clips) + 0.5) * segment / clips  # [S]
+    return np.arange(frames)[None, :] * segment + offsets[:, None]  # [S, F]
+
+
+class FrameSource:
+    """Decoded frames of a dataset's videos, cached per video (see module doc)."""
+
+    def __init__(self, dataset: VideoTextDataset, spec: FrameSpec):
+        self.dataset, self.spec = dataset, spec
+        self._memory: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._durations: dict[str, float] = {}
+        self._folder = None if spec.cache in ("memory", "off", "") else Path(spec.cache)
+
+    def _path(self, video: Video) -> Path:
+        path = self.dataset.media_path(video)
+        if path is None:
+            raise VideoTextError(f"{self.dataset.name}: video {video.id!r} has no media file (frames need pixels)")
+        return path
+
+    def duration(self, video: Video) -> float:
+        """Seconds of video (0 for images); probed from the file when the manifest has none."""
+        if video.kind == "image":
+            return 0.0
+        if video.duration is None:
+            from videotext.data.video import probe
+
+            if video.id not in self._durations:
+                self._durations[video.id] = probe(self._path(video)).duration
+            return self._durations[video.id]
+        return float(video.duration)
+
+    def _decode_all(self, video: Video) -> tuple[np.ndarray, np.ndarray]:
+        """(frames uint8 [T, H, W, 3], times [T]) at cache_fps, short side = spec.size."""
+        if video.id in self._memory:
+            return self._memory[video.id]
+        cached = None
+        if self._folder is not None:
+            name = hashlib.sha1(f"{self._path(video)}|{self.spec.size}|{self.spec.cache_fps}".encode()).hexdigest()
+            cached = self._folder / f"{name}.npz"
+            if cached.exists():
+                with np.load(cached) as data:
+                    out = (data["frames"], data["times"])
+                self._memory[video.id] = out
+                return out
+        duration = self.duration(video)
+        steps = max(1, math.ceil(duration * self.spec.cache_fps - 1e-9))
+        times = (np.arange(steps) + 0.5) / self.spec.cache_fps if duration > 0 else np.zeros(1)
+        frames, got = read_frames(self._path(video), times, self.spec.size, return_times=True)
+        out = (frames, got)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(".tmp.npz")
+            np.savez(tmp, frames=frames, times=got)
+            tmp.rename(cached)
+        self._memory[video.id] = out
+        return out
+
+    def clip(self, video: Video, times: np.ndarray) -> np.ndarray:
+        """uint8 frames [len(times), H, W, 3] on screen at `times` (seconds)."""
+        if video.kind == "image":
+            times = np.zeros(len(times))
+        if self.spec.cache == "off":
+            return read_frames(self._path(video), times, self.spec.size)
+        frames, stamps = self._decode_all(video)
+        return frames[pick_frames(stamps, times)]
+
+
+def train_transform(clip: np.ndarray, spec: FrameSpec, rng: np.random.Generator) -> torch.Tensor:
+    """uint8 [F, H, W, 3] → float [F, 3, S, S]: random square crop, resize, random flip."""
+    video = to_tensor(clip)  # [F, 3, H, W]
+    height, width = video.shape[-2:]
+    side = max(1, int(round(min(height, width) * rng.uniform(*spec.crop_scale))))
+    top, left = int(rng.integers(0, height - side + 1)), int(rng.integers(0, width - side + 1))
+    video = resize_short(video[..., top : top + side, left : left + side], spec.size)
+    if rng.random() < spec.flip:
+        video = video.flip(-1)
+    return normalize(video, spec.mean, spec.std)
+
+
+def eval_transform(clip: np.ndarray, spec: FrameSpec) -> torch.Tensor:
+    """uint8 [F, H, W, 3] → float [F, 3, S, S]: centre maximal square crop, resize (§4.3)."""
+    video = to_tensor(clip)
+    video = resize_short(center_crop(video, min(video.shape[-2:])), spec.size)
+    return normalize(video, spec.mean, spec.std)
+
+
+def sample_text(captions: Sequence[str], rng: np.random.Generator, paragraph: bool = False) -> str:
+    """One random caption; with `paragraph`, a random number of the captions, in order, joined
+    (§4.3 text augmentation for paragraph retrieval, e.g. DiDeMo)."""
+    if not paragraph:
+        return captions[int(rng.integers(len(captions)))]
+    count = int(rng.integers(1, len(captions) + 1))
+    keep = np.sort(rng.choice(len(captions), size=count, replace=False))
+    return " ".join(captions[i].strip() for i in keep)
+
+
+class FrameBatches:
+    """Training batches of (one sampled caption, its clip) — a pure function of (seed, epoch, index).
+
+    `frames_for_epoch(epoch)` gives the number of frames (the curriculum, §4.5); images
+    always use one. Batch: {"video": {"frames": [B, F, 3, S, S], "video_ids"}, "text", "video_ids"}.
+    """
+
+    def __init__(self, dataset: VideoTextDataset, source: FrameSource, prepare_text: Callable[[list[str]], Any],
+                 batch_size: int, seed: int, frames_for_epoch: Callable[[int], int], drop_last: bool = True,
+                 paragraphs: bool = False):
+        self.video_ids = [v.id for v in dataset if v.captions]
+        if not self.video_ids:
+            raise VideoTextError(f"{dataset.name}: no video has a caption to train on")
+        self.dataset, self.source, self.prepare_text = dataset, source, prepare_text
+        self.batch_size, self.seed, self.frames_for_epoch, self.drop_last = batch_size, seed, frames_for_epoch, drop_last
+        self.paragraphs = paragraphs
+
+    def __len__(self) -> int:
+        n = len(self.video_ids)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def order(self, epoch: int) -> list[int]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(len(self.video_ids), generator=generator).tolist()
+
+    def batch(self, epoch: int, index: int) -> dict[str, Any]:
+        ids = [self.video_ids[i] for i in self.order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]]
+        clips, texts = [], []
+        for video_id in ids:
+            video = self.dataset[video_id]
+            rng = rng_for(self.seed, epoch, video_id)
+            texts.append(sample_text(video.captions, rng, self.paragraphs))
+            frames = 1 if video.kind == "image" else self.frames_for_epoch(epoch)
+            times = train_times(self.source.duration(video), frames, rng)
+            clips.append(train_transform(self.source.clip(video, times), self.source.spec, rng))
+        frames_tensor = torch.stack(clips)  # [B, F, 3, S, S]
+        return {"video": {"frames": frames_tensor, "video_ids": ids}, "text": self.prepare_text(texts), "video_ids": ids}
+
+    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
+        for index in range(start_batch, len(self)):
+            yield self.batch(epoch, index)
+
+
+class AlternatingBatches:
+    """Joint image-video training (§3.2): alternate video and image batches.
+
+    Batch 2k is the k-th video batch and 2k+1 the k-th image batch while both last; the
+    longer source then continues alone. Each source shuffles with its own seed.
+    """
+
+    def __init__(self, video: FrameBatches, image: FrameBatches):
+        self.sources = (video, image)
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.sources)
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """Batch position → (source 0 = video / 1 = image, index in that source)."""
+        both = 2 * min(len(s) for s in self.sources)
+        if index < both:
+            return index % 2, index // 2
+        longer = 0 if len(self.sources[0]) > len(self.sources[1]) else 1
+        return longer, index - both + both // 2
+
+    def batch(self, epoch: int, index: int) -> dict[str, Any]:
+        which, inner = self.locate(index)
+        return self.sources[which].batch(epoch, inner)
+
+    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
+        for index in range(start_batch, len(self)):
+            yield self.batch(epoch, index)
+
+
+def eval_video_batches(dataset: VideoTextDataset, source: FrameSource, frames: int,
+                       batch_size: int) -> Iterator[dict[str, Any]]:
+    """Every video once, in order: {"frames": [K, F, 3, S, S] clips, "clip_video" [K], "video_ids"}.
+
+    `clip_video[k]` is the row (within the batch) of the video clip k belongs to; a video
+    contributes S strided clips (images one) whose embeddings the method averages.
+    """
+    videos = list(dataset)
+    spec = source.spec
+    for start in range(0, len(videos), batch_size):
+        chunk = videos[start : start + batch_size]
+        clips, owner = [], []
+        for row, video in enumerate(chunk):
+            count = 1 if video.kind == "image" else frames
+            for times in eval_times(source.duration(video), count, spec.test_stride, spec.max_test_clips):
+                clips.append(eval_transform(source.clip(video, times), spec))
+                owner.append(row)
+        yield {"frames": torch.stack(clips), "clip_video": torch.tensor(owner, dtype=torch.long),
+               "video_ids": [v.id for v in chunk]}

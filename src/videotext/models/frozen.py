@@ -1,0 +1,247 @@
+"""`frozen`: Frozen in Time (Bain et al. 2021), end to end from pixels.
+
+Video: the space-time transformer (`models/layers/space_time.py`) → [CLS] → Linear to
+256 (§3.1). Text: a BERT-family encoder ([CLS] of the last layer, §3.1; MiniLM by
+default here, DistilBERT in the paper) → Linear. Both L2-normalised; the loss is the
+symmetric InfoNCE with σ = 0.05 (eq. 2–3, §4.3).
+
+Data (this method reads pixels, `video_inputs = "frames"`, `data.experts: []`):
+`train_batches` / `video_batches` build pixel batches with `videotext.data.frames`.
+Two training features need more than the one train split the trainer hands over, so
+they live in this method's config and `train_batches`:
+- joint image-video training (§3.2): `image_manifest` (its `image_split`) is loaded and
+  its batches (size `image_batch_size`, images as 1-frame videos) alternate with the
+  video batches;
+- the frame curriculum (§3.2, §4.5): `frame_schedule` (frame counts) starting at
+  `frame_schedule_epochs`; when a batch has more frames than the model has trained on,
+  the temporal embeddings are expanded (`temporal_expansion`: zeros | nearest |
+  bilinear, appendix Table 7) before the forward pass. The count trained so far is a
+  buffer in the state dict, so a resumed run never expands twice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from videotext.config import ConfigError
+from videotext.losses import info_nce
+from videotext.models.base import Method, register
+from videotext.models.layers.space_time import CLS_MODES, EXPANSIONS, RESIDUALS, SpaceTimeTransformer
+from videotext.text import HFTextEncoder
+
+# Video-encoder sizes: `base` is the paper's ViT-B/16 at 224 (appendix §2.1); the others
+# are CPU presets (`small`: 4 blocks, D = 192, P = 8 on 64×64 frames; `mini`: the synthetic
+# runs on a shared 2-core CPU, 48×48 frames, D = 128; `tiny` for tests).
+PRESETS: dict[str, dict[str, int]] = {
+    "base": {"img_size": 224, "patch_size": 16, "video_dim": 768, "depth": 12, "heads": 12},
+    "small": {"img_size": 64, "patch_size": 8, "video_dim": 192, "depth": 4, "heads": 3},
+    "mini": {"img_size": 48, "patch_size": 8, "video_dim": 128, "depth": 4, "heads": 4},
+    "tiny": {"img_size": 32, "patch_size": 8, "video_dim": 32, "depth": 2, "heads": 2},
+}
+
+
+@dataclass
+class FrozenConfig:
+    # video encoder (§3.1, appendix §2.1); 0 = the preset's value
+    preset: str = "base"
+    img_size: int = 0
+    patch_size: int = 0
+    video_dim: int = 0
+    depth: int = 0
+    heads: int = 0
+    mlp_ratio: float = 4.0
+    num_frames: int = 4  # M: frames per clip (§4.3 default 4-frame model); temporal_embed size
+    residual: str = "frozen"  # frozen (appendix Fig. 2 right) | timesformer (left, the ablation)
+    cls_attention: str = "shared"  # shared (official) | per_frame (see layers/space_time.py)
+    time_init: str = "zeros"  # §3.2: temporal attention starts as a no-op
+    vit_checkpoint: str = ""  # local timm ViT state dict (.pth / .safetensors) for the spatial init (§3.2)
+    fused_attention: bool = True  # scaled_dot_product_attention; False = plain einsum (bench)
+    # text encoder (§3.1)
+    text_model: str = ""  # HF folder or name; "" = bundled all-MiniLM-L6-v2 (paper: distilbert-base-uncased)
+    text_pooling: str = "cls"  # §3.1: the [CLS] output of the final layer
+    freeze_text: bool = False
+    max_text_tokens: int = 30
+    text_relu: bool = False  # official txt_proj = Sequential(ReLU, Linear) (OFFICIAL_CODE_NOTES Frozen 5)
+    embed_dim: int = 256  # §4.3: common space of dimension 256
+    temperature: float = 0.05  # σ (§4.3)
+    paragraph_captions: bool = False  # §4.3: train on random concatenations of a video's captions (DiDeMo)
+    # frames (§3.2 "Frame sampling", §4.3)
+    pixel_mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
+    pixel_std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
+    crop_scale: list[float] = field(default_factory=lambda: [0.5, 1.0])
+    flip: float = 0.5
+    test_stride: float = 2.0  # §4.3: clip embeddings every 2 s at test, averaged
+    max_test_clips: int = 4
+    frame_cache: str = "memory"  # memory | off | folder
+    cache_fps: float = 4.0
+    # curriculum (§4.5) and temporal expansion (appendix Table 7)
+    frame_schedule: list[int] = field(default_factory=list)  # e.g. [1, 4, 8]; [] = num_frames throughout
+    frame_schedule_epochs: list[int] = field(default_factory=list)  # first epoch of each count, e.g. [0, 5, 10]
+    temporal_expansion: str = "zeros"  # zeros | nearest | bilinear
+    # joint image-video training (§3.2)
+    image_manifest: str = ""  # a manifest of images (kind "image"), e.g. CC3M / COCO / Tux Paint
+    image_split: str = "train"
+    image_batch_size: int = 0  # 0 = 4 × the video batch size (§4.3: 96 vs 24 for 1 vs 4 frames)
+
+
+def resolve_sizes(config: FrozenConfig) -> dict[str, int]:
+    if config.preset not in PRESETS:
+        raise ConfigError(f"model.preset: expected one of {sorted(PRESETS)}, got {config.preset!r}")
+    sizes = dict(PRESETS[config.preset])
+    for key in sizes:
+        value = getattr(config, key)
+        if value:
+            sizes[key] = value
+    return sizes
+
+
+def _check(config: FrozenConfig) -> None:
+    for name, value, allowed in (("residual", config.residual, RESIDUALS), ("cls_attention", config.cls_attention, CLS_MODES),
+                                 ("temporal_expansion", config.temporal_expansion, EXPANSIONS),
+                                 ("time_init", config.time_init, ("zeros", "random"))):
+        if value not in allowed:
+            raise ConfigError(f"model.{name}: expected one of {list(allowed)}, got {value!r}")
+    if len(config.frame_schedule) != len(config.frame_schedule_epochs):
+        raise ConfigError("model.frame_schedule and model.frame_schedule_epochs must have the same length")
+    if config.frame_schedule_epochs and (config.frame_schedule_epochs[0] != 0 or
+                                         sorted(config.frame_schedule_epochs) != config.frame_schedule_epochs):
+        raise ConfigError("model.frame_schedule_epochs: must start at 0 and increase, e.g. [0, 5]")
+    if any(f < 1 or f > config.num_frames for f in config.frame_schedule):
+        raise ConfigError(f"model.frame_schedule: counts must be in 1..num_frames={config.num_frames}")
+
+
+def load_state_file(path: str | Path) -> dict[str, torch.Tensor]:
+    """A state dict from .safetensors or a torch file (tensors only; a 'state_dict'/'model' entry is unwrapped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: checkpoint file not found")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    for key in ("state_dict", "model"):
+        if isinstance(data, dict) and isinstance(data.get(key), dict):
+            data = data[key]
+    return data
+
+
+@register
+class FrozenInTime(Method):
+    name = "frozen"
+    Config = FrozenConfig
+    video_inputs = "frames"
+
+    def __init__(self, config: FrozenConfig, expert_dims: dict[str, int] | None = None):
+        super().__init__(config)
+        _check(config)
+        sizes = resolve_sizes(config)
+        self.img_size = sizes["img_size"]
+        self.video_model = SpaceTimeTransformer(
+            sizes["img_size"], sizes["patch_size"], sizes["video_dim"], sizes["depth"], sizes["heads"],
+            config.mlp_ratio, config.num_frames, config.residual, config.cls_attention,
+            config.fused_attention, config.time_init,
+        )
+        if config.vit_checkpoint:
+            self.video_model.load_vit(load_state_file(config.vit_checkpoint))
+        self.text_encoder = HFTextEncoder(config.text_model, config.text_pooling, config.freeze_text,
+                                          config.max_text_tokens)
+        # keys txt_proj.1 / vid_proj.0 as in the official checkpoints
+        self.txt_proj = nn.Sequential(nn.ReLU() if config.text_relu else nn.Identity(),
+                                      nn.Linear(self.text_encoder.hidden_size, config.embed_dim))
+        self.vid_proj = nn.Sequential(nn.Linear(sizes["video_dim"], config.embed_dim))
+        # frames the temporal embeddings have been trained on (0 = none yet); saved, so resume is exact
+        self.register_buffer("trained_frames", torch.zeros((), dtype=torch.long))
+
+    # --- encoders ----------------------------------------------------------------------
+    def prepare_text(self, texts: list[str]) -> dict[str, Any]:
+        return self.text_encoder.tokenize(texts)
+
+    def encode_text(self, batch: dict[str, Any]) -> torch.Tensor:
+        return F.normalize(self.txt_proj(self.text_encoder(batch)), dim=-1)  # [B, E]
+
+    def encode_clips(self, frames: torch.Tensor) -> torch.Tensor:
+        """[K, F, 3, S, S] → unit clip embeddings [K, E]."""
+        return F.normalize(self.vid_proj(self.video_model(frames)), dim=-1)
+
+    def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:
+        """One embedding per video: the mean of its clips' embeddings (§3.2), re-normalised."""
+        clips = self.encode_clips(batch["frames"])  # [K, E]
+        owner = batch.get("clip_video")
+        if owner is None:
+            return clips
+        n = len(batch["video_ids"]) if "video_ids" in batch else int(owner.max()) + 1
+        sums = clips.new_zeros(n, clips.shape[1]).index_add_(0, owner, clips)  # [B, E]
+        return F.normalize(sums, dim=-1)
+
+    def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        self.grow_frames(batch["video"]["frames"].shape[1])
+        sims = self.encode_text(batch["text"]) @ self.encode_video(batch["video"]).T  # [B, B] cosine
+        return info_nce(sims, temperature=self.config.temperature, positives=batch.get("positives"))
+
+    # --- curriculum -----------------------------------------------------------------------
+    def grow_frames(self, frames: int) -> None:
+        """Expand the temporal embeddings the first time a batch has more frames than trained on."""
+        trained = int(self.trained_frames)
+        if self.training and frames > trained:
+            if trained > 0:
+                self.video_model.expand_temporal(trained, frames, self.config.temporal_expansion)
+            self.trained_frames.fill_(frames)
+
+    def frames_for_epoch(self, epoch: int) -> int:
+        cfg = self.config
+        count = cfg.num_frames
+        for start, frames in zip(cfg.frame_schedule_epochs, cfg.frame_schedule):
+            if epoch >= start:
+                count = frames
+        return count
+
+    def eval_frames(self) -> int:
+        """Frames per test clip: as many as trained so far (the curriculum's current count)."""
+        trained = int(self.trained_frames)
+        return trained if trained > 0 else self.config.num_frames
+
+    # --- data hooks ------------------------------------------------------------------------
+    def frame_spec(self):
+        from videotext.data.frames import FrameSpec
+
+        cfg = self.config
+        return FrameSpec(self.img_size, tuple(cfg.pixel_mean), tuple(cfg.pixel_std), tuple(cfg.crop_scale),
+                         cfg.flip, cfg.test_stride, cfg.max_test_clips, cfg.frame_cache, cfg.cache_fps)
+
+    def _source(self, dataset: Any):
+        """One FrameSource per dataset object, kept so decoded frames are cached across epochs."""
+        from videotext.data.frames import FrameSource
+
+        sources = self.__dict__.setdefault("_frame_sources", {})
+        key = (id(dataset), dataset.name)
+        if key not in sources:
+            sources[key] = FrameSource(dataset, self.frame_spec())
+        return sources[key]
+
+    def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
+        from videotext.data.frames import AlternatingBatches, FrameBatches
+        from videotext.data.schema import VideoTextDataset
+
+        cfg = self.config
+        videos = FrameBatches(dataset, self._source(dataset), self.prepare_text, batch_size, seed,
+                              self.frames_for_epoch, paragraphs=cfg.paragraph_captions)
+        if not cfg.image_manifest:
+            return videos
+        images_all = VideoTextDataset.load(cfg.image_manifest)
+        images = images_all.split(cfg.image_split) if cfg.image_split in images_all.splits else images_all
+        image_batches = FrameBatches(images, self._source(images), self.prepare_text,
+                                     cfg.image_batch_size or 4 * batch_size, seed + 1, lambda epoch: 1)
+        if len(image_batches) == 0:
+            raise ConfigError(f"model.image_batch_size is larger than {cfg.image_manifest} ({len(images)} images)")
+        return AlternatingBatches(videos, image_batches)
+
+    def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
+        from videotext.data.frames import eval_video_batches
+
+        return eval_video_batches(dataset, self._source(dataset), self.eval_frames(), min(batch_size, 32))
