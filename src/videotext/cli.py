@@ -241,7 +241,7 @@ def search(
 def demo(
     data: str = typer.Option("synthetic", help="synthetic (the embedded generator) or tuxpaint (real image-caption pairs)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/demo or runs/demo-tuxpaint)."),
-    videos: int = typer.Option(2400, help="Synthetic videos to generate."),
+    videos: int = typer.Option(2000, help="Synthetic videos to generate."),
     epochs: Optional[int] = typer.Option(None, help="Training epochs (default: the config's)."),
     seed: int = typer.Option(0, help="Data seed."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a config key: a.b=value."),

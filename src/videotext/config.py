@@ -75,6 +75,7 @@ class TrainConfig:
     log_every: int = 10  # steps between log lines in metrics.jsonl
     deterministic: bool = True
     checkpoint_every: int = 0  # steps between mid-epoch checkpoints; 0 = only at epoch ends
+    early_stop_patience: int = 0  # stop after this many validations without improvement; 0 = never (COOT §4: 15)
 
 
 @dataclass
@@ -231,6 +232,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             value = getattr(config.data, name)
             if value and not Path(value).is_absolute():
                 setattr(config.data, name, str((base_dir / value).resolve()))
+        for key, value in config.model.items():  # e.g. model.image_manifest, model.vit_checkpoint
+            if key.endswith(("_manifest", "_checkpoint")) and isinstance(value, str) and value \
+                    and not Path(value).is_absolute():
+                config.model[key] = str((base_dir / value).resolve())
     return config
 
 

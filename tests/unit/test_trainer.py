@@ -104,3 +104,19 @@ def test_existing_run_needs_resume(tiny_synth, tmp_path):
     Trainer(config, tmp_path / "run", progress=False).fit()
     with pytest.raises(VideoTextError, match="pass --resume"):
         Trainer(config, tmp_path / "run", progress=False).fit()
+
+
+def test_early_stop_after_patience_validations_without_improvement(tiny_synth, tmp_path):
+    config = make_config(tiny_synth, "train.epochs=8", "train.early_stop_patience=1", "optim.lr=1e-12")
+    # lr 1e-12: the weights barely move, so validation never improves after the first epoch
+    Trainer(config, tmp_path / "run", progress=False).fit()
+    vals = [e for e in read_metrics_log(tmp_path / "run") if e["kind"] == "val"]
+    assert [v["selected"] for v in vals] == [True, False]  # stopped after the first stale validation
+
+
+def test_model_paths_in_configs_resolve_against_the_config_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  image_manifest: imgs/m.json\n  vit_checkpoint: /abs/vit.pth\n  name: x\n")
+    config = load_config(path)
+    assert config.model["image_manifest"] == str((tmp_path / "imgs/m.json").resolve())
+    assert config.model["vit_checkpoint"] == "/abs/vit.pth" and config.model["name"] == "x"

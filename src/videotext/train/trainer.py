@@ -192,6 +192,8 @@ class Trainer:
             if self.val_set is not None and ((epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs):
                 self._validate(ckpt, epoch + 1)
             self._save(ckpt / "last")
+            if self._patience_exhausted():
+                break
         if self.val_set is None:  # no validation split: the last weights are the selected ones
             save_checkpoint(ckpt / "best", self.method, self._meta(selected_by="last epoch (no validation split)"))
         return True
@@ -229,9 +231,15 @@ class Trainer:
         selected = best is None or value > best
         self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
                         "t2v": metrics["t2v"], "v2t": metrics["v2t"]})
+        self.state["stale"] = 0 if selected else self.state.get("stale", 0) + 1
         if selected:
             self.state["best"], self.state["best_step"] = value, self.state["step"]
             save_checkpoint(ckpt / "best", self.method, self._meta(val=metrics, epoch=epoch))
+
+    def _patience_exhausted(self) -> bool:
+        """Early stop: `train.early_stop_patience` validations in a row without a new best."""
+        patience = self.config.train.early_stop_patience
+        return patience > 0 and self.state.get("stale", 0) >= patience
 
     def _meta(self, **extra: Any) -> dict[str, Any]:
         return {"method": self.config.method, "model": to_plain(self.config.model),
