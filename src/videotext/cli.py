@@ -238,6 +238,25 @@ def search(
 
 @app.command()
 @user_errors
+def caption(
+    run_dir: Path = typer.Argument(..., help="A trained run whose method has a caption decoder (supportset)."),
+    videos: List[Path] = typer.Argument(..., help="Video files or folders."),
+    beam_size: int = typer.Option(3, help="Beam width (1 = greedy)."),
+    checkpoint: str = typer.Option("best", help="Checkpoint: best or last."),
+    features_dir: Optional[Path] = typer.Option(None, help="Feature store to use/extract into."),
+    max_len: Optional[int] = typer.Option(None, help="Longest caption in tokens."),
+) -> None:
+    """Generate a caption for each video (Support-set's decoder)."""
+    from videotext.captioning import caption_videos
+
+    captions = caption_videos(run_dir, videos, beam_size=beam_size, checkpoint=checkpoint,
+                              features_dir=features_dir, max_len=max_len)
+    for path, text in captions.items():
+        typer.echo(f"{path}\t{text}")
+
+
+@app.command()
+@user_errors
 def demo(
     data: str = typer.Option("synthetic", help="synthetic (the embedded generator) or tuxpaint (real image-caption pairs)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/demo or runs/demo-tuxpaint)."),

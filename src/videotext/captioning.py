@@ -1,0 +1,68 @@
+"""Caption new videos with a trained run that has a caption decoder (Support-set, §6.5).
+
+    from videotext.captioning import caption_videos
+    caption_videos("runs/supportset", ["clip.mp4", "my_videos/"], beam_size=3)
+    # → {"/abs/clip.mp4": "a red circle moves to the left", ...}
+
+The video files are run through the run's own feature experts (with the extraction
+settings of its training features), then decoded greedily (`beam_size=1`) or with beam
+search. This is what `videotext caption RUN_DIR VIDEO…` calls.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from videotext.errors import VideoTextError
+
+
+def _video_files(videos: Sequence[str | Path]) -> list[Path]:
+    """Expand folders (recursively) and check that every path exists."""
+    from videotext.data.readers._common import VIDEO_EXTENSIONS
+
+    files: list[Path] = []
+    for item in videos:
+        path = Path(item)
+        if path.is_dir():
+            files.extend(sorted(f for f in path.rglob("*") if f.is_file() and f.suffix.lower() in VIDEO_EXTENSIONS))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise VideoTextError(f"{path}: no such video file or folder")
+    if not files:
+        raise VideoTextError(f"no video files in {[str(v) for v in videos]}")
+    return [f.resolve() for f in dict.fromkeys(files)]
+
+
+def caption_videos(run_dir: str | Path, videos: Sequence[str | Path], beam_size: int = 3,
+                   checkpoint: str = "best", features_dir: str | Path | None = None,
+                   max_len: int | None = None, device: str = "auto", progress: bool = False) -> dict[str, str]:
+    """{absolute video path: generated caption} for video files and folders of them.
+
+    `features_dir` keeps the extracted features (a temporary folder by default); a
+    video that cannot be decoded is left out (see `<features_dir>/failures.jsonl`).
+    """
+    from videotext.data.schema import Video, VideoTextDataset
+    from videotext.eval.evaluate import _to_device
+    from videotext.inference import load_model
+
+    model = load_model(run_dir, checkpoint=checkpoint, device=device)
+    if not hasattr(model.method, "caption") or getattr(model.method, "decoder", None) is None:
+        raise VideoTextError(f"{run_dir}: method {model.config.method!r} has no caption decoder "
+                             f"(train supportset with model.captioning other than 'none')")
+    files = _video_files(videos)
+    ids = {f"video{i:05d}": str(f) for i, f in enumerate(files)}  # store-safe keys (no slashes)
+    dataset = VideoTextDataset("caption", [Video(id=k, path=p) for k, p in ids.items()], {"all": list(ids)})
+    with tempfile.TemporaryDirectory(prefix="videotext-caption-") as tmp:
+        reader = model.features_for(dataset, Path(features_dir) if features_dir else Path(tmp) / "features",
+                                    progress=progress)
+        present = [v.id for v in dataset if any(reader.store.has(e, v.key) for e in model.experts)]
+        if not present:
+            raise VideoTextError(f"none of the {len(files)} video(s) could be read")
+        dataset = dataset.subset(present)
+        out: dict[str, str] = {}
+        for batch in model.method.video_batches(dataset, reader, 32):
+            captions = model.method.caption(_to_device(batch, model.device), beam_size=beam_size, max_len=max_len)
+            out.update((ids[k], c) for k, c in zip(batch["video_ids"], captions))
+    return out

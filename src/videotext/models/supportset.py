@@ -1,0 +1,252 @@
+"""`supportset`: Support-set bottlenecks for video-text representation learning (Patrick et al. 2021).
+
+Video (§3.2, appendix 6.1): per-second expert features concatenated (early fusion) →
+pre-encoder f (1D CNN, kernels [2, 3, 4, 6]; or a one-layer MLP) → two transformer
+pooling layers (eq. 4) → the first output vector c_v. Text: per-token features of a
+BERT-family encoder (MiniLM here; T5 in the paper) → bidirectional GRU → the same kind
+of pooling head → c_t. Retrieval scores are cosines.
+
+Loss (§3.1): hardest-negative triplet (eq. 1, α = 0.2) + λ · cross-captioning (eq. 3,
+λ = 10): a caption decoder reconstructs each caption from the support-set mixture
+ē_v^i = Σ_j W_ij e_v^j, where e_v = Ψ'(v) is the fused (frozen) feature sequence and W
+one of the attention variants of `videotext.losses.captioning`.
+
+Departures, each a config switch: experts are LayerNorm-ed before fusion (our experts
+live on very different scales; `normalize_experts`), and the decoder is a small
+transformer trained from scratch on the text encoder's WordPiece vocabulary instead of
+the pre-trained T5 decoder (no T5 weights offline).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from videotext.config import ConfigError
+from videotext.losses import hardest_negative_triplet
+from videotext.losses.captioning import VARIANTS, mix_support_set, support_set_weights
+from videotext.models.base import Method, register
+from videotext.models.layers.caption_decoder import CaptionDecoder
+from videotext.models.layers.pooling_head import (
+    BiGRUPreEncoder, MLPPreEncoder, TemporalCNN, TransformerPoolingHead,
+)
+from videotext.text import HFTextEncoder
+
+
+@dataclass
+class SupportSetConfig:
+    text_model: str = ""  # HF folder or name; "" = bundled all-MiniLM-L6-v2 (the paper: T5-base, §6.1)
+    freeze_text: bool = False  # §3.2: every network but the video encoder Ψ' is fine-tuned
+    max_text_tokens: int = 30  # word pieces per caption (§6.2: 100 on MSR-VTT, 256 on ActivityNet)
+    embed_dim: int = 1024  # d, appendix 6.1
+    heads: int = 4  # appendix 6.1
+    ffn_dim: int = 2048  # appendix 6.1
+    pooling_layers: int = 2  # §3.2: "a shallow two-layer transformer"
+    dropout: float = 0.3  # §6.2 (0.0 on ActivityNet)
+    video_pre_encoder: str = "cnn"  # cnn | mlp (appendix 6.1)
+    text_pre_encoder: str = "gru"  # gru | cnn | mlp (appendix 6.1: bi-GRU)
+    cnn_kernels: list[int] = field(default_factory=lambda: [2, 3, 4, 6])  # appendix 6.1
+    normalize_experts: bool = True  # LayerNorm per expert before early fusion (ours; off = paper)
+    margin: float = 0.2  # α of eq. 1 (§3.1.1)
+    captioning: str = "cross"  # none | identity | full | hybrid | cross (§3.1.2; cross is the paper's)
+    caption_weight: float = 10.0  # λ (§3.1.2)
+    temperature: float = 0.1  # T of eq. 3 (not given in the paper; ours) on cosine similarities
+    support_size: int = 0  # support set = blocks of this many batch samples; 0 = the whole batch (Table 1e)
+    caption_memory: str = "features"  # features: e_v = Ψ'(v) (eq. 3) | sequence: the video head's output
+    decoder_dim: int = 256  # small decoder (ours; the paper fine-tunes T5-base's decoder)
+    decoder_layers: int = 2
+    decoder_heads: int = 4
+    decoder_ffn_dim: int = 1024
+    decoder_dropout: float = 0.1
+    max_caption_tokens: int = 32  # decoder positions (BOS … EOS)
+
+
+@register
+class SupportSet(Method):
+    name = "supportset"
+    Config = SupportSetConfig
+    video_inputs = "features"
+
+    def __init__(self, config: SupportSetConfig, expert_dims: dict[str, int] | None = None):
+        super().__init__(config)
+        self._check(config)
+        if not expert_dims:
+            raise ConfigError("supportset needs the feature dimension of each expert (expert_dims)")
+        self.experts = list(expert_dims)
+        d = config.embed_dim
+        fused_dim = sum(expert_dims.values())
+        self.text_encoder = HFTextEncoder(config.text_model, "cls", config.freeze_text, config.max_text_tokens)
+        self._token_cache: dict[str, torch.Tensor] = {}
+        hidden = self.text_encoder.hidden_size
+        self.expert_norms = nn.ModuleDict(
+            {e: nn.LayerNorm(dim) if config.normalize_experts else nn.Identity() for e, dim in expert_dims.items()}
+        )
+        head = dict(dim=d, layers=config.pooling_layers, heads=config.heads, ffn_dim=config.ffn_dim,
+                    dropout=config.dropout)
+        self.video_head = TransformerPoolingHead(self._pre_encoder(config.video_pre_encoder, fused_dim), **head)
+        self.text_head = TransformerPoolingHead(self._pre_encoder(config.text_pre_encoder, hidden), **head)
+        self.decoder = None
+        if config.captioning != "none":
+            tok = self.text_encoder.tokenizer
+            self.decoder = CaptionDecoder(
+                len(tok), fused_dim if config.caption_memory == "features" else d,
+                bos_id=tok.cls_token_id, eos_id=tok.sep_token_id, pad_id=tok.pad_token_id,
+                dim=config.decoder_dim, layers=config.decoder_layers, heads=config.decoder_heads,
+                ffn_dim=config.decoder_ffn_dim, dropout=config.decoder_dropout, max_len=config.max_caption_tokens,
+            )
+
+    @staticmethod
+    def _check(config: SupportSetConfig) -> None:
+        choices = {"video_pre_encoder": ("cnn", "mlp"), "text_pre_encoder": ("gru", "cnn", "mlp"),
+                   "captioning": VARIANTS, "caption_memory": ("features", "sequence")}
+        for key, allowed in choices.items():
+            if getattr(config, key) not in allowed:
+                raise ConfigError(f"model.{key}: expected one of {list(allowed)}, got {getattr(config, key)!r}")
+        if config.embed_dim % config.heads:
+            raise ConfigError(f"model.embed_dim={config.embed_dim} is not divisible by model.heads={config.heads}")
+
+    def _pre_encoder(self, kind: str, in_dim: int) -> nn.Module:
+        cfg = self.config
+        if kind == "cnn":
+            return TemporalCNN(in_dim, cfg.embed_dim, cfg.cnn_kernels, cfg.dropout)
+        if kind == "gru":
+            return BiGRUPreEncoder(in_dim, cfg.embed_dim, cfg.dropout)
+        return MLPPreEncoder(in_dim, cfg.embed_dim, cfg.dropout)
+
+    # --- text ----------------------------------------------------------------------------
+    def prepare_text(self, texts: list[str]) -> dict[str, Any]:
+        return self.text_encoder.tokenize(texts)
+
+    def token_features(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Per-token encoder states [B, L, H]; a frozen encoder's are cached per caption."""
+        if not self.config.freeze_text:
+            return self.text_encoder.token_states(batch)
+        mask = batch["attention_mask"].bool()
+        missing = [i for i, t in enumerate(batch["texts"]) if t not in self._token_cache]
+        if missing:
+            sub = {k: batch[k][missing] for k in ("input_ids", "attention_mask")}
+            with torch.no_grad():
+                states = self.text_encoder.token_states(sub).float()
+            for i, row in zip(missing, states):
+                self._token_cache[batch["texts"][i]] = row[mask[i]].cpu()
+        out = torch.zeros(*mask.shape, self.text_encoder.hidden_size, device=mask.device)
+        for i, text in enumerate(batch["texts"]):
+            cached = self._token_cache[text]
+            out[i, : len(cached)] = cached.to(mask.device)
+        return out  # [B, L, H]
+
+    def encode_text(self, batch: dict[str, Any]) -> torch.Tensor:
+        c_t, _ = self.text_head(self.token_features(batch), batch["attention_mask"].bool())
+        return F.normalize(c_t, dim=-1)  # [B, d]
+
+    # --- video ---------------------------------------------------------------------------
+    def fuse_experts(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Early fusion (§3.2): per-step concatenation of the experts → e_v [B, T, ΣD_e], mask [B, T].
+
+        Experts are aligned by step index (they share the extraction rate); a shorter or
+        missing expert is zero-padded, and a step is real if any expert has it.
+        """
+        steps = max(batch["features"][e].shape[1] for e in self.experts)
+        parts, masks = [], []
+        for e in self.experts:
+            x, m = batch["features"][e], batch["masks"][e]  # [B, T_e, D_e], [B, T_e]
+            x = self.expert_norms[e](x) * m.unsqueeze(-1)
+            parts.append(F.pad(x, (0, 0, 0, steps - x.shape[1])))
+            masks.append(F.pad(m, (0, steps - m.shape[1])))
+        return torch.cat(parts, -1), torch.stack(masks).any(0)
+
+    def video_states(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(c_v [B, d] normalised, e_v [B, T, ΣD], mask [B, T], head sequence [B, T, d])."""
+        e_v, mask = self.fuse_experts(batch)
+        c_v, sequence = self.video_head(e_v, mask)
+        return F.normalize(c_v, dim=-1), e_v, mask, sequence
+
+    def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:
+        return self.video_states(batch)[0]
+
+    # --- training ------------------------------------------------------------------------
+    def caption_memory(self, e_v: torch.Tensor, mask: torch.Tensor,
+                       sequence: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the decoder reads: the fused features e_v (eq. 3) or the video head's sequence."""
+        if self.config.caption_memory == "sequence":
+            mask = mask.clone()
+            mask[:, 0] = True  # the pooling head always keeps the first step
+            return sequence, mask
+        return e_v, mask
+
+    def support_attention(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The support-set attention W [B, B] of a training batch (for plots, paper Fig. 3)."""
+        variant = "cross" if self.config.captioning == "none" else self.config.captioning
+        c_v = self.encode_video(batch["video"])
+        c_t = self.encode_text(batch["text"])
+        return support_set_weights(c_t, c_v, variant, self.config.temperature, self.config.support_size or None)
+
+    def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        cfg = self.config
+        c_t = self.encode_text(batch["text"])
+        c_v, e_v, mask, sequence = self.video_states(batch["video"])
+        parts = hardest_negative_triplet(c_t @ c_v.T, margin=cfg.margin, positives=batch.get("positives"))
+        out = {"loss": parts["loss"], "contrast": parts["loss"], "t2v": parts["t2v"], "v2t": parts["v2t"]}
+        if self.decoder is not None:
+            weights = support_set_weights(c_t, c_v, cfg.captioning, cfg.temperature, cfg.support_size or None)
+            memory, memory_mask = mix_support_set(weights, *self.caption_memory(e_v, mask, sequence))
+            caption = self.decoder.nll(batch["text"]["input_ids"], memory, memory_mask)
+            out["caption"] = caption
+            out["loss"] = out["loss"] + cfg.caption_weight * caption
+        return out
+
+    # --- captioning ----------------------------------------------------------------------
+    @torch.no_grad()
+    def caption(self, batch: dict[str, Any], beam_size: int = 1, max_len: int | None = None,
+                length_penalty: float = 0.6) -> list[str]:
+        """Captions for a video batch, each generated from its own video (S_i = {i})."""
+        if self.decoder is None:
+            raise ConfigError("this supportset model has no caption decoder (model.captioning: none)")
+        _, e_v, mask, sequence = self.video_states(batch)
+        memory, memory_mask = self.caption_memory(e_v, mask, sequence)
+        ids = self.decoder.generate(memory, memory_mask, beam_size, max_len, length_penalty)
+        return [self.text_encoder.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
+
+
+def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, checkpoint: str = "best",
+                           max_items: int = 32) -> Any:
+    """Support-set attention map of one training batch (paper Fig. 3) → `report/support_attention.png`.
+
+    Rows are captions, columns the videos they are reconstructed from; the first
+    `max_items` pairs of the batch are shown.
+    """
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from videotext.eval.evaluate import _to_device
+    from videotext.inference import load_model
+    from videotext.train.trainer import RunData
+
+    model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
+    if model.config.method != SupportSet.name:
+        raise ConfigError(f"{run_dir}: a {model.config.method!r} run has no support-set attention")
+    data = RunData(model.config)
+    batches = model.method.train_batches(data.split(model.config.data.train_split), data.read_features,
+                                         model.config.train.batch_size, model.config.train.seed)
+    batch = _to_device(batches.batch(0, batch_index), model.device)
+    with torch.no_grad():
+        weights = model.method.support_attention(batch)[:max_items, :max_items].numpy()
+    out = Path(out) if out else Path(run_dir) / "report" / "support_attention.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=float(weights.max()) or 1.0)
+    ax.set_xlabel("support video j")
+    ax.set_ylabel("caption i")
+    ax.set_title(f"support-set attention ({model.method.config.captioning}, T={model.method.config.temperature})")
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
