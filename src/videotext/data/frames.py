@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from videotext.data.loaders import SeededBatches
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.data.video import center_crop, normalize, pick_frames, read_frames, resize_short, to_tensor
 from videotext.errors import VideoTextError
@@ -161,7 +162,7 @@ def sample_text(captions: Sequence[str], rng: np.random.Generator, paragraph: bo
     return " ".join(captions[i].strip() for i in keep)
 
 
-class FrameBatches:
+class FrameBatches(SeededBatches):
     """Training batches of (one sampled caption, its clip) — a pure function of (seed, epoch, index).
 
     `frames_for_epoch(epoch)` gives the number of frames (the curriculum, §4.5); images
@@ -175,19 +176,11 @@ class FrameBatches:
         if not self.video_ids:
             raise VideoTextError(f"{dataset.name}: no video has a caption to train on")
         self.dataset, self.source, self.prepare_text = dataset, source, prepare_text
-        self.batch_size, self.seed, self.frames_for_epoch, self.drop_last = batch_size, seed, frames_for_epoch, drop_last
-        self.paragraphs = paragraphs
-
-    def __len__(self) -> int:
-        n = len(self.video_ids)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def order(self, epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.video_ids), generator=generator).tolist()
+        self.frames_for_epoch, self.paragraphs = frames_for_epoch, paragraphs
+        super().__init__(len(self.video_ids), batch_size, seed, drop_last)
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
-        ids = [self.video_ids[i] for i in self.order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]]
+        ids = [self.video_ids[i] for i in self.positions(epoch, index)]
         clips, texts = [], []
         for video_id in ids:
             video = self.dataset[video_id]
@@ -198,10 +191,6 @@ class FrameBatches:
             clips.append(train_transform(self.source.clip(video, times), self.source.spec, rng))
         frames_tensor = torch.stack(clips)  # [B, F, 3, S, S]
         return {"video": {"frames": frames_tensor, "video_ids": ids}, "text": self.prepare_text(texts), "video_ids": ids}
-
-    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
-        for index in range(start_batch, len(self)):
-            yield self.batch(epoch, index)
 
 
 class AlternatingBatches:

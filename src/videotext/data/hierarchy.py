@@ -26,6 +26,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
+from videotext.data.loaders import SeededBatches
 from videotext.data.schema import Video, VideoTextDataset
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
@@ -262,7 +263,7 @@ def _rng(seed: int, epoch: int, video_id: str) -> np.random.Generator:
     return np.random.default_rng(random.Random(f"coot/{seed}/{epoch}/{video_id}").getrandbits(64))
 
 
-class HierarchyBatches:
+class HierarchyBatches(SeededBatches):
     """Training batches of (video hierarchy, paragraph hierarchy) pairs of one split.
 
     The video order is a seeded permutation per epoch, and frame draws are seeded per
@@ -275,26 +276,13 @@ class HierarchyBatches:
         if not self.videos:
             raise ValueError(f"{dataset.name}: no video has segments or captions to train on")
         self.video_reader, self.text_features = video_reader, text_features
-        self.batch_size, self.seed, self.drop_last = batch_size, seed, drop_last
-
-    def __len__(self) -> int:
-        n = len(self.videos)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def order(self, epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.videos), generator=generator).tolist()
+        super().__init__(len(self.videos), batch_size, seed, drop_last)
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
-        order = self.order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
-        videos = [self.videos[i] for i in order]
+        videos = [self.videos[i] for i in self.positions(epoch, index)]
         video = self.video_reader.batch(videos, [_rng(self.seed, epoch, v.id) for v in videos])
         text = self.text_features.batch([paragraph_sentences(v) for v in videos])
         return {"video": video, "text": text, "video_ids": [v.id for v in videos]}
-
-    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
-        for index in range(start_batch, len(self)):
-            yield self.batch(epoch, index)
 
 
 def hierarchy_video_batches(dataset: VideoTextDataset, video_reader: HierarchyVideoReader,

@@ -63,7 +63,35 @@ def collate_video_features(items: list[dict[str, np.ndarray]], experts: Sequence
     return {"features": features, "masks": masks}
 
 
-class CaptionVideoBatches:
+class SeededBatches:
+    """The one batching rule of every training input: a seeded permutation of `count`
+    items per epoch, cut into batches. Subclasses turn `positions(epoch, index)` into a
+    batch; since both depend only on (seed, epoch, index), resume needs no sampler state.
+    """
+
+    def __init__(self, count: int, batch_size: int, seed: int, drop_last: bool = True):
+        self.count, self.batch_size, self.seed, self.drop_last = count, batch_size, seed, drop_last
+
+    def __len__(self) -> int:
+        return self.count // self.batch_size if self.drop_last else -(-self.count // self.batch_size)
+
+    def order(self, epoch: int) -> list[int]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(self.count, generator=generator).tolist()
+
+    def positions(self, epoch: int, index: int) -> list[int]:
+        """Item positions of batch `index` of `epoch`."""
+        return self.order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+
+    def batch(self, epoch: int, index: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
+        for index in range(start_batch, len(self)):
+            yield self.batch(epoch, index)
+
+
+class CaptionVideoBatches(SeededBatches):
     """Training batches of (one sampled caption, its video) for the videos of one split.
 
     Iterating gives the batches of one epoch in a seeded order; `start_batch` skips the
@@ -76,34 +104,21 @@ class CaptionVideoBatches:
     ):
         self.video_ids = [v.id for v in dataset if v.captions]
         self.dataset, self.read_features, self.prepare_text = dataset, read_features, prepare_text
-        self.batch_size, self.seed, self.drop_last = batch_size, seed, drop_last
         if not self.video_ids:
             raise ValueError(f"{dataset.name}: no video has a caption to train on")
-
-    def __len__(self) -> int:
-        n = len(self.video_ids)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def order(self, epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.video_ids), generator=generator).tolist()
+        super().__init__(len(self.video_ids), batch_size, seed, drop_last)
 
     def caption_for(self, video_id: str, epoch: int) -> str:
         captions = self.dataset[video_id].captions
         return captions[random.Random(f"{self.seed}/{epoch}/{video_id}").randrange(len(captions))]
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
-        order = self.order(epoch)
-        ids = [self.video_ids[i] for i in order[index * self.batch_size : (index + 1) * self.batch_size]]
+        ids = [self.video_ids[i] for i in self.positions(epoch, index)]
         videos = [self.dataset[i] for i in ids]
         video_batch = collate_video_features([self.read_features(v.key) for v in videos], self.read_features.experts)
         video_batch["video_ids"] = ids
         texts = [self.caption_for(i, epoch) for i in ids]
         return {"video": video_batch, "text": self.prepare_text(texts), "video_ids": ids}
-
-    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
-        for index in range(start_batch, len(self)):
-            yield self.batch(epoch, index)
 
 
 def video_batches(

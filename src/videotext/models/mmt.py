@@ -145,8 +145,7 @@ class MMTCaptionBatches(CaptionVideoBatches):
     """The shared caption-video batches (same seeded order and caption choice), with timestamps."""
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
-        order = self.order(epoch)
-        ids = [self.video_ids[i] for i in order[index * self.batch_size : (index + 1) * self.batch_size]]
+        ids = [self.video_ids[i] for i in self.positions(epoch, index)]
         video = collate_mmt([self.read_features(self.dataset[i].key) for i in ids], self.read_features.experts)
         video["video_ids"] = ids
         texts = [self.caption_for(i, epoch) for i in ids]
