@@ -69,6 +69,7 @@ class TrainConfig:
     grad_clip: float = 0.0  # max global grad norm; 0 = off
     amp: str = "auto"  # auto | off | bf16 | fp16; auto = bf16 on CUDA devices that support it, off on CPU
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int = 0  # CPU threads for torch; 0 = torch's default (on a shared CPU, 1 avoids OpenMP contention)
     seed: int = 0
     eval_every: int = 1  # epochs between validation evaluations
     select_metric: str = "t2v.geometric_mean"  # validation metric that picks the best checkpoint

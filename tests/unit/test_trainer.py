@@ -120,3 +120,12 @@ def test_model_paths_in_configs_resolve_against_the_config_file(tmp_path):
     config = load_config(path)
     assert config.model["image_manifest"] == str((tmp_path / "imgs/m.json").resolve())
     assert config.model["vit_checkpoint"] == "/abs/vit.pth" and config.model["name"] == "x"
+
+
+def test_threads_option_sets_torch_threads(tiny_synth, tmp_path):
+    before = torch.get_num_threads()
+    try:
+        Trainer(make_config(tiny_synth, "train.threads=1"), tmp_path / "run", progress=False).build()
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

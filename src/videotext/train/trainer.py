@@ -116,6 +116,8 @@ class Trainer:
 
     def build(self) -> None:
         cfg = self.config
+        if cfg.train.threads > 0:
+            torch.set_num_threads(cfg.train.threads)
         seed_everything(cfg.train.seed)
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
