@@ -122,12 +122,13 @@ class CaptionVideoBatches(SeededBatches):
 
 
 def video_batches(
-    dataset: VideoTextDataset, read_features: VideoFeatures, batch_size: int
+    dataset: VideoTextDataset, read_features: VideoFeatures, batch_size: int,
+    collate: Any = collate_video_features,
 ) -> Iterator[dict[str, Any]]:
-    """Every video of `dataset` once, in order, batched for encoding."""
+    """Every video of `dataset` once, in order, batched for encoding (`collate(items, experts)`)."""
     videos = list(dataset)
     for start in range(0, len(videos), batch_size):
         chunk = videos[start : start + batch_size]
-        batch = collate_video_features([read_features(v.key) for v in chunk], read_features.experts)
+        batch = collate([read_features(v.key) for v in chunk], read_features.experts)
         batch["video_ids"] = [v.id for v in chunk]
         yield batch

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from videotext.config import ConfigError
-from videotext.data.loaders import CaptionVideoBatches, VideoFeatures, subsample_steps
+from videotext.data.loaders import CaptionVideoBatches, VideoFeatures, subsample_steps, video_batches
 from videotext.data.schema import VideoTextDataset
 from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
@@ -152,15 +152,6 @@ class MMTCaptionBatches(CaptionVideoBatches):
         return {"video": video, "text": self.prepare_text(texts), "video_ids": ids}
 
 
-def mmt_video_batches(dataset: VideoTextDataset, reader: MMTFeatures, batch_size: int) -> Iterator[dict[str, Any]]:
-    videos = list(dataset)
-    for start in range(0, len(videos), batch_size):
-        chunk = videos[start : start + batch_size]
-        batch = collate_mmt([reader(v.key) for v in chunk], reader.experts)
-        batch["video_ids"] = [v.id for v in chunk]
-        yield batch
-
-
 # --- similarity -------------------------------------------------------------------------
 def mixture_similarity(text: dict[str, torch.Tensor], video: dict[str, torch.Tensor],
                        chunk_size: int = 1024) -> torch.Tensor:
@@ -240,7 +231,7 @@ class MMT(Method):
         return MMTCaptionBatches(dataset, self._reader(read_features), self.prepare_text, batch_size, seed)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterator[dict[str, Any]]:
-        return mmt_video_batches(dataset, self._reader(read_features), batch_size)
+        return video_batches(dataset, self._reader(read_features), batch_size, collate=collate_mmt)
 
     # --- caption ---
     def encode_text(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:

@@ -246,6 +246,18 @@ class MediaIndex:
 
 
 # --- datasets --------------------------------------------------------------------------
+def read_split_files(files: dict[str, Path], read_one: Callable[[str, Path], list[Video]]
+                     ) -> tuple[list[Video], dict[str, list[str]]]:
+    """Read one annotation file per split: all videos in file order, and each split's ids."""
+    videos: list[Video] = []
+    splits: dict[str, list[str]] = {}
+    for split, file in files.items():
+        batch = read_one(split, file)
+        videos.extend(batch)
+        splits[split] = [v.id for v in batch]
+    return videos, splits
+
+
 def add_captions(videos: dict[str, Video], video_id: str, make: Callable[[], Video], captions: Iterable[str]) -> Video:
     """Get-or-create video `video_id` and append the captions it does not have yet.
 

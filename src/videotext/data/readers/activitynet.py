@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from videotext.data.readers._common import (
-    MediaIndex, annotation_files, build, carve, field, load_json, number, span, strings,
+    annotation_files, build, carve, field, load_json, MediaIndex, number, read_split_files, span, strings,
 )
 from videotext.data.schema import Segment, Video, VideoTextDataset
 from videotext.errors import DataFormatError
@@ -44,13 +44,11 @@ def read_activitynet(
         raise DataFormatError(path, "protocol", f"unknown protocol {protocol!r}; known: paragraph, official")
     files = annotation_files(path, FILES, "ActivityNet Captions")
     media = MediaIndex(video_dir)
-    videos: list[Video] = []
-    splits: dict[str, list[str]] = {}
-    for split, file in files.items():
+    def read_one(split: str, file: Path) -> list[Video]:
         suffix = f"#{SECOND_ANNOTATION}" if split == SECOND_ANNOTATION and len(files) > 1 else ""
-        batch = _read_file(file, media, suffix)
-        videos.extend(batch)
-        splits[split] = [v.id for v in batch]
+        return _read_file(file, media, suffix)
+
+    videos, splits = read_split_files(files, read_one)
     if protocol == "paragraph" and "val_1" in splits:
         splits["test"] = splits.pop("val_1")
     dataset = build("activitynet", videos, splits, next(iter(files.values())), media, {"protocol": protocol})

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from videotext.data.readers._common import MediaIndex, annotation_files, build, field, load_json, number
+from videotext.data.readers._common import MediaIndex, annotation_files, build, field, load_json, number, read_split_files
 from videotext.data.schema import Segment, Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -38,12 +38,7 @@ def read_didemo(path: str | Path, *, video_dir: str | Path | None = None) -> Vid
     """Read DiDeMo from its folder (or one of its json files)."""
     files = annotation_files(path, FILES, "DiDeMo")
     media = MediaIndex(video_dir)
-    videos: list[Video] = []
-    splits: dict[str, list[str]] = {}
-    for split, file in files.items():
-        batch = _read_file(file, media)
-        videos.extend(batch)
-        splits[split] = [v.id for v in batch]
+    videos, splits = read_split_files(files, lambda split, file: _read_file(file, media))
     return build("didemo", videos, splits, next(iter(files.values())), media)
 
 

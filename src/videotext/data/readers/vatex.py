@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from videotext.data.readers._common import (
-    MediaIndex, annotation_files, build, carve, field, find_first, load_json, read_id_list, strings,
+    annotation_files, build, carve, field, find_first, load_json, MediaIndex, read_id_list, read_split_files, strings,
 )
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
@@ -52,12 +52,7 @@ def read_vatex(
         raise DataFormatError(path, "protocol", f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
     files = annotation_files(path, FILES, "VATEX")
     media = MediaIndex(video_dir)
-    videos: list[Video] = []
-    splits: dict[str, list[str]] = {}
-    for split, file in files.items():
-        batch = _read_file(file, media)
-        videos.extend(batch)
-        splits[split] = [v.id for v in batch]
+    videos, splits = read_split_files(files, lambda split, file: _read_file(file, media))
     source = next(iter(files.values()))
     meta: dict = {"protocol": protocol}
     if protocol == "hgr":
