@@ -136,6 +136,7 @@ def train(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: out_dir of the config)."),
     seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds: run once per seed and report mean ± std."),
     progress: bool = typer.Option(True, help="Show progress bars."),
+    report: bool = typer.Option(True, help="Write run_dir/report/index.html after the test evaluation."),
 ) -> None:
     """Train a method; select on validation; evaluate the test split once at the end."""
     from videotext.config import load_config
@@ -144,8 +145,16 @@ def train(
     cfg = load_config(config, list(set_ or []))
     run_dir = Path(out or cfg.out_dir)
     if not seeds:
-        result = Trainer(cfg, run_dir, resume=resume, progress=progress).fit()
+        trainer = Trainer(cfg, run_dir, resume=resume, progress=progress)
+        result = trainer.fit()
         typer.echo(_metrics_text(result))
+        if report and "split" in result:
+            from videotext.eval.run_report import write_run_report
+
+            page = write_run_report(run_dir, trainer.method, trainer.data.split(result["split"]),
+                                    trainer.data.read_features, split=result["split"], metrics=result,
+                                    device=trainer.device)
+            typer.echo(f"report: {page}")
         typer.echo(f"run: {run_dir}")
         return
     from videotext.eval.retrieval import aggregate_seeds, format_mean_std
@@ -165,10 +174,11 @@ def train(
 
 
 def _metrics_text(result: dict) -> str:
-    if "t2v" not in result:
+    directions = [k for k, v in result.items() if isinstance(v, dict) and "R1" in v]
+    if not directions:
         return json.dumps(result, default=str)
     lines = []
-    for direction in ("t2v", "v2t"):
+    for direction in directions:
         m = result[direction]
         lines.append(f"{direction}: R@1 {m['R1']:.1f}  R@5 {m['R5']:.1f}  R@10 {m['R10']:.1f}  "
                      f"MdR {m['MdR']:.1f}  MnR {m['MnR']:.1f}")
@@ -181,18 +191,27 @@ def eval_command(
     run_dir: Path = typer.Argument(..., help="A run directory made by `videotext train`."),
     split: str = typer.Option("test", help="Split to evaluate."),
     checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
+    report: bool = typer.Option(True, help="Write run_dir/report/index.html for this split."),
 ) -> None:
-    """Evaluate a trained run on one split (multi-caption protocol, both directions)."""
-    from videotext.eval.evaluate import evaluate
+    """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.inference import load_model
     from videotext.io import write_json
     from videotext.train.trainer import RunData
 
     model = load_model(run_dir, checkpoint)
     data = RunData(model.config)
-    result = evaluate(model.method, data.split(split), data.read_features, device=model.device)
+    if split not in data.dataset.splits:
+        raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
+    dataset = data.split(split)
+    result = model.method.evaluate_split(dataset, data.read_features, device=model.device)
     write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
     typer.echo(_metrics_text(result))
+    if report:
+        from videotext.eval.run_report import write_run_report
+
+        page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,
+                                metrics=result, device=model.device)
+        typer.echo(f"report: {page}")
 
 
 @index_app.command("build")

@@ -6,6 +6,12 @@
 
 Every official repository's users ask for exactly this; it is the same code path the
 `videotext index build` and `videotext search` commands use.
+
+Methods whose score is not one dot product (MMT's renormalised mixture, ToCo's
+cross-encoder) still search through the index: the index keeps the parts of each video
+embedding the method scores with, shortlists `shortlist` candidates by the dot product
+of `query_vectors` · `index_vectors`, and the method's own `rerank` (ToCo) or
+`similarity` (MMT) orders the shortlist.
 """
 from __future__ import annotations
 
@@ -73,6 +79,36 @@ class LoadedModel:
         """Index vectors [N, D] (CPU) of every video (the method's `index_vectors`)."""
         return self.method.index_vectors(encode_videos(self.method, dataset, features, device=self.device))
 
+    @property
+    def rescores(self) -> bool:
+        """True when the method's score is not the index's dot product (it overrides
+        `similarity` or offers `rerank`), so search re-scores a shortlist."""
+        cls = type(self.method)
+        return hasattr(self.method, "rerank") or cls.similarity is not Method.similarity
+
+    def add_to_index(self, index: Any, embedding: Any, entries: Sequence[Any]) -> None:
+        """Add a method embedding (tensor or dict of tensors, N first) to `index`: its
+        `index_vectors`, plus the parts re-scoring needs when `rescores`."""
+        vectors = self.method.index_vectors(embedding).float().numpy()
+        parts = None
+        if self.rescores:
+            parts = embedding if isinstance(embedding, dict) else {"video": embedding}
+            parts = {name: value.numpy() for name, value in parts.items()}
+        index.add(vectors, entries, parts=parts)
+
+    def rescore(self, text: Any, candidates: dict[str, np.ndarray]) -> torch.Tensor:
+        """The method's own scores of one query against stored candidate parts → [C]."""
+        video: Any = {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) for k, v in candidates.items()}
+        if set(video) == {"video"}:
+            video = video["video"]
+        text = {k: v.to(self.device) for k, v in text.items()} if isinstance(text, dict) else text.to(self.device)
+        with torch.inference_mode():
+            if hasattr(self.method, "rerank"):
+                scores = self.method.rerank(text, video)
+            else:
+                scores = self.method.similarity(text, video)
+        return scores[0].float().cpu()
+
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
                     features_dir: str | Path | None = None, progress: bool = True):
         """Embed every video of a manifest / folder and store them in a search index."""
@@ -92,25 +128,49 @@ class LoadedModel:
         if not present:
             raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
         dataset = dataset.subset([v.id for v in present])
-        embeddings = self.encode_videos(dataset, reader)
+        embedding = encode_videos(self.method, dataset, reader, device=self.device)
         entries = [Entry(id=v.id, path=str(dataset.media_path(v)) if v.path else None, start=0.0,
                          end=v.duration, video_id=v.id, meta={"captions": v.captions[:1]}) for v in dataset]
-        index = Index(dim=int(embeddings.shape[1]), model=self.config.method)
+        dim = int(self.method.index_vectors({k: v[:1] for k, v in embedding.items()} if isinstance(embedding, dict)
+                                            else embedding[:1]).shape[1])
+        index = Index(dim=dim, model=self.config.method)
         index.meta["run_dir"] = str(self.run_dir.resolve())
-        index.add(embeddings.numpy().astype(np.float32), entries)
+        self.add_to_index(index, embedding, entries)
         if out is not None:
             index.save(out)
         return index
 
-    def search(self, query: str | Sequence[str], index: Any, k: int = 10):
-        """Top-k hits for one query (a list of lists for several)."""
+    def search(self, query: str | Sequence[str], index: Any, k: int = 10, shortlist: int | None = None):
+        """Top-k hits for one query (a list of lists for several).
+
+        When the method re-scores and the index holds its parts, the index shortlists
+        `shortlist` candidates (default max(10·k, 100)) and the method's own score orders
+        them; each hit's `meta["index_score"]` keeps the shortlist's dot product."""
+        import dataclasses
+
         from videotext.search.index import Index
 
         if isinstance(index, (str, Path)):
             index = Index.load(index)
         single = isinstance(query, str)
-        hits = index.search(self.encode_text(query).numpy().astype(np.float32), k)
-        return hits[0] if single else hits
+        texts = [query] if single else list(query)
+        text = encode_texts(self.method, texts, device=self.device)
+        vectors = self.method.query_vectors(text).float().numpy()
+        if not (self.rescores and index.part_names):
+            hits = index.search(vectors, k)
+            return hits[0] if single else hits
+        if k < 1:
+            raise VideoTextError(f"k must be at least 1, got {k}")
+        width = max(k, shortlist if shortlist is not None else max(10 * k, 100))
+        results = []
+        for i, candidates in enumerate(index.search(vectors, width)):
+            one = {key: v[i : i + 1] for key, v in text.items()} if isinstance(text, dict) else text[i : i + 1]
+            scores = self.rescore(one, index.parts_for([h.id for h in candidates])).tolist() if candidates else []
+            order = sorted(range(len(candidates)), key=lambda j: -scores[j])[:k]
+            results.append([dataclasses.replace(candidates[j], score=float(scores[j]), rank=rank,
+                                                meta={**candidates[j].meta, "index_score": candidates[j].score})
+                            for rank, j in enumerate(order, 1)])
+        return results[0] if single else results
 
 
 def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto") -> LoadedModel:

@@ -100,3 +100,17 @@ def test_user_errors_are_one_line_with_exit_status_2(tmp_path):
     assert result.exit_code == 2 and "Traceback" not in result.output
     result = invoke("search", tmp_path / "no-index", "query")
     assert result.exit_code == 2 and "index folder not found" in result.output
+
+
+def test_train_and_eval_write_the_run_report(trained_run):
+    page = (trained_run / "report" / "index.html").read_text()
+    assert "Test set" in page and "train_loss.png" in page and "recall_at_k.png" in page
+    result = invoke("eval", trained_run, "--split", "val")
+    assert result.exit_code == 0, result.output
+    page = (trained_run / "report" / "index.html").read_text()
+    assert "val split" in page and "Test set" not in page
+
+
+def test_eval_of_a_missing_split_is_a_user_error(trained_run):
+    result = invoke("eval", trained_run, "--split", "nope")
+    assert result.exit_code == 2 and "no split 'nope'" in result.output

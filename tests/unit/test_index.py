@@ -245,3 +245,71 @@ def test_sliding_windows_hand_worked():
         sliding_windows(10.0, 2.0, 3.0)
     with pytest.raises(VideoTextError, match="positive"):
         sliding_windows(10.0, 0.0, 1.0)
+
+
+# ---- re-scoring parts: kept per entry through add / remove / save / load ---------------
+def test_parts_follow_adds_removals_and_persistence(tmp_path):
+    rng = np.random.default_rng(0)
+    x = unit(rng, 5, 8)
+    experts = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    avail = np.array([[1, 1, 0], [1, 0, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1]], np.float32)
+    index = Index(8, model="mmt")
+    index.add(x[:3], ["a", "b", "c"], parts={"experts": experts[:3], "available": torch.from_numpy(avail[:3])})
+    index.add(x[3:], ["d", "e"], parts={"experts": experts[3:], "available": avail[3:]})
+    assert index.part_names == ("available", "experts")
+    got = index.parts_for(["e", "a"])
+    np.testing.assert_array_equal(got["experts"], experts[[4, 0]])
+    np.testing.assert_array_equal(got["available"], avail[[4, 0]])
+    index.remove(["b"])
+    index.add(x[1:2] * -1, ["c"], parts={"experts": experts[1:2] * 2, "available": avail[1:2]})  # upsert
+    loaded = Index.load(index.save(tmp_path / "idx"))
+    assert loaded.part_names == ("available", "experts") and sorted(loaded.ids) == ["a", "c", "d", "e"]
+    np.testing.assert_array_equal(loaded.parts_for(["c", "d"])["experts"], np.stack([experts[1] * 2, experts[3]]))
+    with pytest.raises(VideoTextError, match="re-scoring parts"):
+        loaded.add(x[:1], ["f"])  # an index with parts needs them for every entry
+    with pytest.raises(VideoTextError, match="expected 1 rows"):
+        loaded.add(x[:1], ["f"], parts={"experts": experts[:2], "available": avail[:2]})
+    Index(8).save(tmp_path / "plain")
+    assert Index.load(tmp_path / "plain").part_names == ()
+
+
+def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
+    """MMT's renormalised mixture is not the index's dot product when experts are missing:
+    the index shortlists, the method's similarity orders the shortlist exactly."""
+    from tests.unit.test_mmt import make_mmt, tiny_bert, video_batch
+    from videotext.config import RunConfig
+    from videotext.inference import LoadedModel
+
+    method = make_mmt(tiny_bert(tmp_path / "bert"))
+    batch = video_batch(batch_size=12, seed=3)
+    for row, expert in ((0, "audio"), (1, "motion"), (2, "audio"), (5, "appearance"), (7, "motion")):
+        batch["masks"][expert][row] = False  # missing experts: renormalised weights differ per video
+    with torch.inference_mode():
+        video = method.encode_video(batch)
+    model = LoadedModel(tmp_path, method, RunConfig(method="mmt"), torch.device("cpu"))
+    assert model.rescores
+    index = Index(int(method.index_vectors(video).shape[1]), model="mmt")
+    model.add_to_index(index, video, [f"v{i}" for i in range(12)])
+    index = Index.load(index.save(tmp_path / "idx"))
+    queries = ["a red circle moves left", "blue circle then right"]
+    with torch.inference_mode():
+        text = encode_texts(method, queries)
+        exact = method.similarity(text, video)  # [2, 12]
+        normalise = torch.nn.functional.normalize  # the index stores unit vectors: cosine
+        dot = normalise(method.query_vectors(text), dim=1) @ normalise(method.index_vectors(video), dim=1).T
+    # with a 6-wide shortlist: the shortlist is the index's top 6, ordered by MMT's score
+    for q, hits in enumerate(model.search(queries, index, k=4, shortlist=6)):
+        shortlist = torch.argsort(-dot[q])[:6].tolist()
+        want = sorted(shortlist, key=lambda j: -exact[q, j].item())[:4]
+        assert [h.id for h in hits] == [f"v{j}" for j in want]
+        np.testing.assert_allclose([h.score for h in hits], exact[q, want].numpy(), atol=1e-5)
+        np.testing.assert_allclose([h.meta["index_score"] for h in hits], dot[q, want].numpy(), atol=1e-5)
+    # a shortlist of the whole index gives the exact full-similarity ranking
+    full = model.search(queries[0], index, k=12, shortlist=12)
+    assert [h.id for h in full] == [f"v{j}" for j in torch.argsort(-exact[0]).tolist()]
+    assert [h.rank for h in full] == list(range(1, 13))
+    # ...which the index's cosine alone does not give here (the re-scoring matters)
+    assert torch.argsort(-dot[0]).tolist() != torch.argsort(-exact[0]).tolist()
+
+
+from videotext.eval.evaluate import encode_texts  # noqa: E402

@@ -199,3 +199,13 @@ def test_rewrite_drops_stale_thumbnails(tmp_path):
     path = write_report(tmp_path, title="t", metrics_log=[], test_metrics=TEST, examples=many[:1])
     assert sorted(p.name for p in (path.parent / "thumbs").iterdir()) == ["q000_r1.png"]
     assert (path.stat().st_mode & 0o777) == 0o644
+
+
+def test_method_figures_are_shown_only_when_written(tmp_path):
+    (tmp_path / "report").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "report" / "attention.png")
+    page = write_report(tmp_path, title="t", metrics_log=[], test_metrics=None,
+                        method_figures=[("attention.png", "Support-set attention"), ("missing.png", "never")])
+    html = page.read_text()
+    assert 'src="attention.png"' in html and "Support-set attention" in html
+    assert "missing.png" not in html and "never" not in html

@@ -129,3 +129,26 @@ def test_threads_option_sets_torch_threads(tiny_synth, tmp_path):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_methods_own_evaluation_drives_selection_and_the_test_record(tiny_synth, tmp_path, monkeypatch):
+    """`Method.evaluate_split` is what the trainer validates, selects on and tests with."""
+    from videotext.models.dual import DualEncoder
+
+    calls = []
+
+    def evaluate_split(self, dataset, read_features, device="cpu"):
+        calls.append(len(dataset))
+        # a made-up protocol whose R1 falls every validation: selection must keep the first
+        value = 100.0 / len(calls)
+        return {"custom": {"R1": value, "n_queries": len(dataset)}, "n_videos": len(dataset)}
+
+    monkeypatch.setattr(DualEncoder, "evaluate_split", evaluate_split)
+    result = Trainer(make_config(tiny_synth, "train.select_metric=custom.R1"), tmp_path / "run",
+                     progress=False).fit()
+    vals = [e for e in read_metrics_log(tmp_path / "run") if e["kind"] == "val"]
+    assert [e["custom"]["R1"] for e in vals] == pytest.approx([100.0, 50.0, 100.0 / 3])
+    assert [e["selected"] for e in vals] == [True, False, False]
+    assert result["best_step"] == vals[0]["step"]
+    assert calls == [3, 3, 3, 3]  # three validations on val (3 videos), one test (3 videos)
+    assert result["custom"]["R1"] == pytest.approx(25.0) and result["n_videos"] == 3

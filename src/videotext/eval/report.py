@@ -78,6 +78,7 @@ def write_report(
     tables: Mapping[str, Mapping[str, Any]] | None = None,
     notes: str | Iterable[str] | Mapping[str, Any] | None = None,
     best_step: int | None = None,
+    method_figures: Sequence[tuple[str, str]] | None = None,
 ) -> Path:
     """Write `run_dir/report/index.html` (plus its PNGs) and return the page's path.
 
@@ -95,6 +96,8 @@ def write_report(
         strings (``"41.2 ± 0.8"``) or ``{"mean", "std"}`` entries (`aggregate_seeds`).
     notes: a line, a list of lines or a ``{label: value}`` mapping shown at the top.
     best_step: the step of the selected checkpoint, if the log does not mark it.
+    method_figures: more figures, ``[(png file name inside run_dir/report, caption)]`` (a
+        method's own plots, e.g. the support-set attention map).
     """
     report_dir = Path(run_dir) / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -158,6 +161,10 @@ def write_report(
 
     if examples:
         body.append(_section("Examples", _examples_html(examples, report_dir)))
+
+    extra = [_figure_html(name, caption) for name, caption in (method_figures or []) if (report_dir / name).exists()]
+    if extra:
+        body.append(_section("Method", _grid(extra)))
 
     from videotext import __version__
 

@@ -115,6 +115,27 @@ class Method(nn.Module):
 
         return video_batches(dataset, read_features, batch_size)
 
+    # --- evaluation hooks ----------------------------------------------------------------
+    def evaluate_split(self, dataset: Any, read_features: Any, device: Any = "cpu") -> dict[str, Any]:
+        """Metrics of one split, used for validation (selection) and the one test evaluation.
+
+        Default: the multi-caption protocol, {"t2v", "v2t", "n_videos", "n_captions"}.
+        Methods with other protocols (COOT's paragraph↔video and sentence↔clip) return
+        those too; every dict value is a direction of metrics that `train.select_metric`
+        can name (e.g. "par2vid.R1").
+        """
+        from videotext.eval.evaluate import evaluate
+
+        return evaluate(self, dataset, read_features, device=device)
+
+    def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
+        """Method-specific content of the run report on `dataset` (the test split).
+
+        Returns any of {"tables": {caption: {direction: metrics}}, "figures": [(png file
+        written into report_dir, caption)], "notes": [lines]}. Default: nothing.
+        """
+        return {}
+
     def config_dict(self) -> dict[str, Any]:
         return to_plain(self.config)
 

@@ -25,6 +25,12 @@ removals never renumber anything. Adding an id that already exists *replaces* it
 (upsert: re-indexing a changed video just adds it again); repeating an id inside one
 `add` call is an error. Removing an unknown id is a no-op (deletions are idempotent).
 
+Re-scoring parts: methods whose score is not one dot product (MMT's mixture weights,
+ToCo's cross-encoder) keep, per entry, the parts of their video embedding that their own
+scoring needs (`add(..., parts={"experts": [N, M, D], ...})`). The index shortlists by
+the dot product; `parts_for(ids)` hands those parts back to re-score the shortlist
+(`LoadedModel.search`). They follow adds, removals and save/load (`parts.npz`).
+
 Not thread-safe for writes: do not `add`/`remove` while another thread searches.
 """
 from __future__ import annotations
@@ -148,6 +154,8 @@ class Index:
         self._dead: set[int] = set()  # HNSW tombstones (only ever grows until a rebuild)
         self._filter: tuple | None = None  # selectors built from _dead; reset when it changes
         self._next_label = 0
+        self._parts: dict[int, dict[str, np.ndarray]] = {}  # label -> re-scoring parts (may be empty)
+        self.part_names: tuple[str, ...] = ()  # names of the parts every entry carries
 
     # ---- inspection -------------------------------------------------------------------
     @property
@@ -236,9 +244,11 @@ class Index:
         else:
             self._faiss, self._kind, self._dead = None, None, set()
 
-    def add(self, embeddings: Any, entries: Sequence[Entry | str]) -> None:
-        """Add embeddings [N, D] (numpy or torch) with their entries; existing ids are replaced."""
+    def add(self, embeddings: Any, entries: Sequence[Entry | str], parts: dict[str, Any] | None = None) -> None:
+        """Add embeddings [N, D] (numpy or torch) with their entries; existing ids are replaced.
+        `parts` (name -> [N, ...] arrays) are kept per entry for re-scoring (module docstring)."""
         vectors = _as_matrix(embeddings, "embeddings")
+        part_arrays = self._check_parts(parts, len(vectors))
         entries = [Entry(e) if isinstance(e, str) else e for e in entries]
         if vectors.shape[1] != self.dim:
             raise VideoTextError(f"embedding dim {vectors.shape[1]} does not match the index dim {self.dim}")
@@ -265,8 +275,27 @@ class Index:
             self._build(np.concatenate([old_vectors, vectors]), np.concatenate([old_labels, labels]))
         else:
             self._faiss.add_with_ids(vectors, labels)
-        for label, entry in zip(labels.tolist(), entries):
+        for row, (label, entry) in enumerate(zip(labels.tolist(), entries)):
             self._entries[label], self._labels[entry.id] = entry, label
+            if part_arrays:
+                self._parts[label] = {name: arr[row].copy() for name, arr in part_arrays.items()}
+        if part_arrays:
+            self.part_names = tuple(sorted(part_arrays))
+
+    def _check_parts(self, parts: dict[str, Any] | None, n: int) -> dict[str, np.ndarray]:
+        """Parts as numpy arrays with N rows; the same names as the entries already stored."""
+        arrays = {}
+        for name, value in (parts or {}).items():
+            if hasattr(value, "detach"):
+                value = value.detach().to("cpu").numpy()
+            arr = np.asarray(value)
+            if arr.ndim < 1 or len(arr) != n:
+                raise VideoTextError(f"re-scoring part {name!r} has shape {arr.shape}, expected {n} rows")
+            arrays[name] = arr
+        if len(self) and n and tuple(sorted(arrays)) != self.part_names:
+            raise VideoTextError(f"re-scoring parts {sorted(arrays)} differ from the index's {list(self.part_names)} "
+                                 "(index every video with the same model)")
+        return arrays
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove entries by id (unknown ids are ignored); returns how many were removed."""
@@ -275,8 +304,10 @@ class Index:
             return 0
         for label in labels:
             del self._entries[label]
+            self._parts.pop(label, None)
         if not self._entries:
             self._faiss, self._kind, self._dead = None, None, set()
+            self.part_names = ()
         elif self._kind == "hnsw":
             self._dead.update(labels)
             self._filter = None
@@ -344,6 +375,12 @@ class Index:
 
     reconstruct = embeddings_for
 
+    def parts_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored re-scoring parts of `ids`, stacked: name -> [len(ids), ...]."""
+        labels = [self._label(i) for i in ids]
+        return {name: np.stack([self._parts[label][name] for label in labels]) if labels
+                else np.zeros((0,), np.float32) for name in self.part_names}
+
     # ---- persistence ------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write the folder `path` (index.json, entries.jsonl, index.faiss) atomically: it is
@@ -362,10 +399,17 @@ class Index:
                         f.write(json.dumps({"label": label, **entry.to_dict()}, ensure_ascii=False) + "\n")
                     except (TypeError, ValueError) as err:
                         raise VideoTextError(f"entry {entry.id!r}: meta is not JSON-serialisable ({err})") from None
+            if self.part_names:
+                labels = list(self._entries)
+                with atomic_path(tmp / "parts.npz") as p, open(p, "wb") as f:
+                    np.savez(f, __labels__=np.asarray(labels, np.int64),
+                             **{name: np.stack([self._parts[label][name] for label in labels])
+                                for name in self.part_names})
             write_json(tmp / "index.json", {
                 "format": FORMAT, "version": VERSION, "dim": self.dim, "model": self.model,
                 "kind": self._kind, "requested_kind": self.requested_kind, "metric": self.metric,
                 "count": len(self), "next_label": self._next_label, "faiss_version": faiss.__version__,
+                "parts": list(self.part_names),
                 "meta": self.meta,
                 "params": {
                     "auto_threshold": self.auto_threshold, "hnsw_m": self.hnsw_m,
@@ -423,6 +467,7 @@ class Index:
             raise DataFormatError(entries_path, None, "the same id appears on several lines")
         if len(index) != count:
             raise DataFormatError(entries_path, None, f"{len(index)} entries but index.json says {count}")
+        index._load_parts(folder / "parts.npz", [str(p) for p in info.get("parts", [])])
         if count:
             faiss_path = folder / "index.faiss"
             try:
@@ -444,6 +489,20 @@ class Index:
             if not consistent or not all(label < index._next_label for label in index._entries):
                 raise DataFormatError(faiss_path, None, f"holds {index._faiss.ntotal} vectors, inconsistent with {count} entries")
         return index
+
+    def _load_parts(self, path: Path, names: list[str]) -> None:
+        if not names:
+            return
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                labels = data["__labels__"].tolist()
+                arrays = {name: data[name] for name in names}
+        except (OSError, KeyError, ValueError) as err:
+            raise DataFormatError(path, None, f"unreadable re-scoring parts ({err})") from None
+        if sorted(labels) != sorted(self._entries) or any(len(a) != len(labels) for a in arrays.values()):
+            raise DataFormatError(path, None, f"parts of {len(labels)} entries, inconsistent with {len(self)} entries")
+        self._parts = {label: {n: a[row] for n, a in arrays.items()} for row, label in enumerate(labels)}
+        self.part_names = tuple(sorted(names))
 
 
 def merge_hits(hits: Sequence[Hit], gap: float = 0.0) -> list[Hit]:

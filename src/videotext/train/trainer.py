@@ -27,7 +27,7 @@ from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
-from videotext.eval.evaluate import _to_device, evaluate
+from videotext.eval.evaluate import _to_device
 from videotext.io import write_json
 from videotext.models.base import Method, build_method
 from videotext.train.checkpoint import (
@@ -67,6 +67,11 @@ def metric_value(metrics: dict[str, Any], name: str) -> float:
             raise VideoTextError(f"train.select_metric: {name!r} is not in the validation metrics")
         node = node[part]
     return float(node)
+
+
+def metric_directions(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The per-direction metric dicts of an evaluation (t2v, v2t, par2vid, …), without ranks."""
+    return {k: v for k, v in metrics.items() if isinstance(v, dict) and k != "ranks"}
 
 
 class RunData:
@@ -225,14 +230,14 @@ class Trainer:
         self.scheduler.step()
 
     def _validate(self, ckpt: Path, epoch: int) -> None:
-        metrics = evaluate(self.method, self.val_set, self.data.read_features, device=self.device)
+        metrics = self.method.evaluate_split(self.val_set, self.data.read_features, device=self.device)
         self.method.train()
         value = metric_value(metrics, self.config.train.select_metric)
         self.scheduler.step_metric(value)
         best = self.state["best"]
         selected = best is None or value > best
         self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
-                        "t2v": metrics["t2v"], "v2t": metrics["v2t"]})
+                        **metric_directions(metrics)})
         self.state["stale"] = 0 if selected else self.state.get("stale", 0) + 1
         if selected:
             self.state["best"], self.state["best_step"] = value, self.state["step"]
@@ -269,9 +274,9 @@ class Trainer:
         load_weights(ckpt / "best", self.method)
         if split not in self.data.dataset.splits:
             return {"note": f"no {split!r} split; nothing tested"}
-        metrics = evaluate(self.method, self.data.split(split), self.data.read_features, device=self.device)
-        result = {"split": split, "best_step": self.state["best_step"], "t2v": metrics["t2v"],
-                  "v2t": metrics["v2t"], "n_videos": metrics["n_videos"], "n_captions": metrics["n_captions"]}
+        metrics = self.method.evaluate_split(self.data.split(split), self.data.read_features, device=self.device)
+        result = {"split": split, "best_step": self.state["best_step"],
+                  **{k: v for k, v in metrics.items() if k != "ranks"}}
         write_json(self.run_dir / "test_metrics.json", result)
         with MetricsLog(self.run_dir, keep_lines=None) as log:
             log.write({"kind": "test", "step": self.state["step"], **result})

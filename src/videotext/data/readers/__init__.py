@@ -22,6 +22,7 @@ from videotext.data.readers._common import read_id_list
 from videotext.data.readers.activitynet import read_activitynet
 from videotext.data.readers.cc3m import read_cc3m
 from videotext.data.readers.coco import read_coco
+from videotext.data.readers.crosstask import read_crosstask
 from videotext.data.readers.didemo import read_didemo
 from videotext.data.readers.folder import read_folder
 from videotext.data.readers.howto100m import read_howto100m
@@ -47,6 +48,7 @@ READERS: dict[str, Callable[..., VideoTextDataset]] = {
     "webvid": read_webvid,
     "cc3m": read_cc3m,
     "coco": read_coco,
+    "crosstask": read_crosstask,
     "howto100m": read_howto100m,
     "tuxpaint": read_tuxpaint,
     "folder": read_folder,
