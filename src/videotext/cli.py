@@ -214,6 +214,53 @@ def eval_command(
         typer.echo(f"report: {page}")
 
 
+@app.command("localize")
+@user_errors
+def localize_command(
+    run_dir: Path = typer.Argument(..., help="A run directory made by `videotext train` (a feature-based method)."),
+    split: str = typer.Option("test", help="Split whose videos' timed steps are localized."),
+    checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
+    decoding: str = typer.Option("ordered", help="ordered (CrossTask's DP, steps in order) or argmax (per step)."),
+    normalize: str = typer.Option("log_softmax", help="log_softmax over steps per second (CrossTask) or none."),
+    window: float = typer.Option(1.0, help="Seconds of features around each second scored against the steps."),
+) -> None:
+    """Action-step localization (CrossTask protocol, ToCo §5.2): average recall vs chance."""
+    from videotext.eval.localization import localize
+    from videotext.inference import load_model
+    from videotext.io import write_json
+    from videotext.train.trainer import RunData
+
+    model = load_model(run_dir, checkpoint)
+    data = RunData(model.config)
+    if split not in data.dataset.splits:
+        raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
+    result, _ = localize(model.method, data.split(split), data.store, model.config.data.experts,
+                         model.config.data.max_steps_per_expert, window=window, decoding=decoding,
+                         normalize=normalize, device=model.device)
+    write_json(run_dir / f"localization_{split}_{checkpoint}.json", result)
+    loc = result["localization"]
+    typer.echo(f"average recall {loc['recall']:.1f}  (step recall {loc['step_recall']:.1f}; "
+               f"{loc['n_steps']} steps, {loc['n_videos']} videos, {decoding} decoding)")
+    typer.echo(f"chance {result['chance']['recall']:.1f}  uniform-in-order {result['uniform']['recall']:.1f}")
+
+
+@app.command()
+@user_errors
+def compare(
+    runs: List[Path] = typer.Argument(..., help="Finished run directories (test_metrics.json or seeds_summary.json)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for comparison.json and report/index.html."),
+    labels: Optional[str] = typer.Option(None, help="Comma-separated row labels (default: the run folder names)."),
+    direction: str = typer.Option("t2v", help="Direction to compare (t2v, v2t, par2vid, …)."),
+    metric: str = typer.Option("R1", help="Metric of the bar chart."),
+    title: str = typer.Option("Run comparison", help="Report title."),
+) -> None:
+    """Compare finished runs: one table and one bar chart (ablations, baselines)."""
+    from videotext.eval.compare import compare_runs
+
+    page = compare_runs(runs, out, split_list(labels) if labels else None, direction, metric, title)
+    typer.echo(f"report: {page}")
+
+
 @index_app.command("build")
 @user_errors
 def index_build(
@@ -253,6 +300,21 @@ def search(
     for hit in hits:
         span = f" [{hit.start:.1f}-{hit.end:.1f}s]" if hit.start is not None and hit.end is not None else ""
         typer.echo(f"{hit.rank:3d}  {hit.score:.4f}  {hit.id}{span}  {hit.path or ''}")
+
+
+@app.command()
+@user_errors
+def serve(
+    index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; 0.0.0.0 exposes it)."),
+    port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
+    run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes queries (default: the index's)."),
+) -> None:
+    """Serve the search API and web page for an index (http://HOST:PORT/)."""
+    from videotext.search.service import serve as run_server
+
+    typer.echo(f"serving {index} on http://{host}:{port}/  (API schema: /openapi.json)")
+    run_server(index, run_dir, host=host, port=port)
 
 
 @app.command()
@@ -301,6 +363,7 @@ def demo(
         typer.echo(f"  query: {example['query']!r} → correct video at rank {example['correct_rank']:.0f}")
     typer.echo(f"time: {summary['timings_s']}")
     typer.echo(f"report: {summary['report']}")
+    typer.echo(f"search the demo videos in a browser: {summary['serve_command']}  (then open http://127.0.0.1:8000/)")
 
 
 @app.command("convert")

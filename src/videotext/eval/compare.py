@@ -1,0 +1,65 @@
+"""Compare finished runs side by side: one table and one bar chart (ablations, baselines).
+
+A run is a directory made by `videotext train`: its `test_metrics.json`, or, for a
+`--seeds` run, its `seeds_summary.json` (mean ± std over seeds). Used for the papers'
+ablation figures (MMT Fig. 4 leave-one-expert-out, Support-set Table 2, ToCo Table 1).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from videotext.errors import DataFormatError, VideoTextError
+from videotext.eval.report import _new_figure, _save, write_report
+from videotext.io import write_json
+
+
+def run_metrics(run_dir: str | Path, direction: str = "t2v") -> dict[str, Any]:
+    """One direction's metrics of a run; values are numbers or {"mean", "std", "n"}."""
+    run_dir = Path(run_dir)
+    for name in ("seeds_summary.json", "test_metrics.json"):
+        path = run_dir / name
+        if path.exists():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if direction not in data:
+                raise DataFormatError(path, direction, f"no such direction (have {sorted(k for k, v in data.items() if isinstance(v, dict))})")
+            return data[direction]
+    raise VideoTextError(f"{run_dir}: no test_metrics.json or seeds_summary.json (is the run finished?)")
+
+
+def _mean_std(value: Any) -> tuple[float, float]:
+    if isinstance(value, dict):
+        std = float(value.get("std", 0.0)) if value.get("n", 2) > 1 else 0.0
+        return float(value["mean"]), std if math.isfinite(std) else 0.0
+    return float(value), 0.0
+
+
+def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, labels: Sequence[str] | None = None,
+                 direction: str = "t2v", metric: str = "R1", title: str = "Run comparison") -> Path:
+    """Write out/report/index.html (table + bar chart of `metric`) and out/comparison.json."""
+    if not run_dirs:
+        raise VideoTextError("compare: give at least one run directory")
+    labels = list(labels) if labels else [Path(r).name for r in run_dirs]
+    if len(labels) != len(run_dirs):
+        raise VideoTextError(f"compare: {len(labels)} labels for {len(run_dirs)} runs")
+    rows = {label: run_metrics(run, direction) for label, run in zip(labels, run_dirs)}
+    if any(metric not in row for row in rows.values()):
+        raise VideoTextError(f"compare: metric {metric!r} is not in every run's {direction} metrics")
+    out = Path(out)
+    report_dir = out / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out / "comparison.json", {"direction": direction, "runs": dict(zip(labels, map(str, run_dirs))),
+                                         "metrics": rows})
+    means, stds = zip(*(_mean_std(row[metric]) for row in rows.values()))
+    fig, (ax,) = _new_figure(max(4.0, 0.9 * len(rows) + 1.5), 3.2)
+    ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#1f77b4")
+    ax.set_xticks(range(len(rows)), labels, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center")
+    ax.set_ylabel(f"{direction} {metric}" + (" (%)" if metric.startswith("R") and metric[1:].isdigit() else ""))
+    for x, (m, s) in enumerate(zip(means, stds)):
+        ax.annotate(f"{m:.1f}", (x, m + s), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+    name = _save(fig, report_dir / "comparison.png")
+    notes = [f"{label}: {run}" for label, run in zip(labels, run_dirs)]
+    return write_report(out, title=title, metrics_log=[], test_metrics={}, tables={f"{title} ({direction})": rows},
+                        notes=notes, method_figures=[(name, f"{direction} {metric} per run (error bars: std over seeds)")])
