@@ -56,11 +56,12 @@ def synth(
     videos: int = typer.Option(32, "--videos", "-n", min=1, help="Number of videos."),
     seed: int = typer.Option(0, help="Random seed; the same seed gives the same dataset."),
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Rendering processes."),
+    narration: bool = typer.Option(False, "--narration", help="Add a noisy narration track (speech segments) for pre-training."),
 ) -> None:
     """Render the procedural video-text dataset (real H.264 + AAC mp4 files and a manifest)."""
     from videotext.data.synthetic import synthesize
 
-    dataset = synthesize(out, num_videos=videos, seed=seed, workers=workers)
+    dataset = synthesize(out, num_videos=videos, seed=seed, workers=workers, narration=narration)
     sizes = ", ".join(f"{name} {len(ids)}" for name, ids in dataset.splits.items())
     typer.echo(f"wrote {len(dataset)} videos ({sizes}) and {out / 'manifest.json'}")
 
@@ -90,11 +91,14 @@ def import_features_command(
     src: Path = typer.Argument(..., help="A folder of .npy/.npz files or one .h5 file of per-video features."),
     out: Path = typer.Option(..., "--out", "-o", help="Feature store folder."),
     expert: str = typer.Option(..., help="Expert name to store the features under."),
+    array: Optional[str] = typer.Option(None, help="Array/dataset name in each file (ActivityNet .npz: frame_scores)."),
+    strip_prefix: str = typer.Option("", help="Prefix removed from keys (e.g. v_ of ActivityNet files)."),
+    step: float = typer.Option(1.0, help="Seconds between feature steps when the files store no times."),
 ) -> None:
-    """Import existing per-video feature files (COOT / MMT layouts) into a feature store."""
+    """Import existing per-video feature files (COOT video/text h5 + sentence splits, npz, MMT) into a store."""
     from videotext.data.features import import_features
 
-    summary = import_features(src, out, expert)
+    summary = import_features(src, out, expert, array=array, strip_prefix=strip_prefix, step=step)
     typer.echo(json.dumps(summary, indent=1, default=str))
 
 
@@ -166,9 +170,12 @@ def train(
         result = Trainer(seeded, run_dir / f"seed_{seed}", resume=resume, progress=progress).fit()
         typer.echo(f"seed {seed}: " + _metrics_text(result))
         results.append(result)
-    summary = {d: aggregate_seeds([r[d] for r in results]) for d in ("t2v", "v2t")}
+    directions = [k for k, v in results[0].items() if isinstance(v, dict)]
+    summary = {d: aggregate_seeds([r[d] for r in results if d in r]) for d in directions}
     write_json(run_dir / "seeds_summary.json", {"seeds": split_list(seeds), **summary})
     for direction, metrics in summary.items():
+        if "R1" not in metrics:
+            continue
         typer.echo(direction + "  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in ("R1", "R5", "R10", "MdR")))
     typer.echo(f"mean ± std over {len(results)} seeds: {run_dir / 'seeds_summary.json'}")
 
@@ -223,6 +230,8 @@ def localize_command(
     decoding: str = typer.Option("ordered", help="ordered (CrossTask's DP, steps in order) or argmax (per step)."),
     normalize: str = typer.Option("log_softmax", help="log_softmax over steps per second (CrossTask) or none."),
     window: float = typer.Option(1.0, help="Seconds of features around each second scored against the steps."),
+    manifest: Optional[Path] = typer.Option(None, help="Evaluate on another manifest (zero-shot, e.g. CrossTask)."),
+    features: Optional[Path] = typer.Option(None, help="Feature store of --manifest (default: its folder/features)."),
 ) -> None:
     """Action-step localization (CrossTask protocol, ToCo §5.2): average recall vs chance."""
     from videotext.eval.localization import localize
@@ -231,13 +240,18 @@ def localize_command(
     from videotext.train.trainer import RunData
 
     model = load_model(run_dir, checkpoint)
-    data = RunData(model.config)
+    config = model.config
+    if manifest is not None:
+        data_config = dataclasses.replace(config.data, manifest=str(manifest), features=str(features or ""))
+        config = dataclasses.replace(config, data=data_config)
+    data = RunData(config)
     if split not in data.dataset.splits:
-        raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
+        raise VideoTextError(f"{config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
     result, _ = localize(model.method, data.split(split), data.store, model.config.data.experts,
                          model.config.data.max_steps_per_expert, window=window, decoding=decoding,
                          normalize=normalize, device=model.device)
-    write_json(run_dir / f"localization_{split}_{checkpoint}.json", result)
+    name = f"localization_{split}_{checkpoint}" if manifest is None else f"localization_{manifest.stem}_{split}_{checkpoint}"
+    write_json(run_dir / f"{name}.json", result)
     loc = result["localization"]
     typer.echo(f"average recall {loc['recall']:.1f}  (step recall {loc['step_recall']:.1f}; "
                f"{loc['n_steps']} steps, {loc['n_videos']} videos, {decoding} decoding)")

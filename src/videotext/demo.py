@@ -99,6 +99,7 @@ def run_demo(data: str = "synthetic", out: str | Path = "runs/demo", videos: int
     timings["report"] = time.time() - tick
     timings["total"] = time.time() - start
     summary["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
+    summary["serve_command"] = f"videotext serve {out / 'index'}"  # the search page over the demo index
     from videotext.io import write_json
 
     write_json(out / "demo_summary.json", summary)
@@ -117,7 +118,7 @@ def _extraction_options(data: str) -> dict[str, Any]:
 
 def summarise(trainer: Any, test: dict[str, Any], data: str) -> dict[str, Any]:
     """Test metrics with ranks, the order-dependent subset, example queries, and the report."""
-    from videotext.eval.evaluate import encode_split, evaluate_encoded
+    from videotext.eval.evaluate import encode_split, evaluate_encoded, order_sensitive_mask
     from videotext.eval.report import write_report
     from videotext.train.trainer import read_metrics_log
 
@@ -133,7 +134,7 @@ def summarise(trainer: Any, test: dict[str, Any], data: str) -> dict[str, Any]:
         "t2v_R1_over_chance": test["t2v"]["R1"] / chance_r1,
     }
     tables = {}
-    order_mask = np.array([bool(test_set[r.video_id].meta.get("order_sensitive")) for r in encoded.refs])
+    order_mask = order_sensitive_mask(test_set, encoded)
     if order_mask.any() and not order_mask.all():
         ordered = evaluate_encoded(trainer.method, encoded, query_mask=order_mask)
         summary["order_dependent"] = {"t2v": ordered["t2v"], "v2t": ordered["v2t"],

@@ -152,3 +152,26 @@ def test_a_methods_own_evaluation_drives_selection_and_the_test_record(tiny_synt
     assert result["best_step"] == vals[0]["step"]
     assert calls == [3, 3, 3, 3]  # three validations on val (3 videos), one test (3 videos)
     assert result["custom"]["R1"] == pytest.approx(25.0) and result["n_videos"] == 3
+
+
+def test_order_dependent_captions_are_scored_as_their_own_subset(tiny_synth):
+    """evaluate() adds t2v_order / v2t_order: the same metric on the order-sensitive captions only."""
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.evaluate import encode_split, evaluate, evaluate_encoded, order_sensitive_mask
+    from videotext.models.base import build_method
+    from videotext.train.trainer import RunData
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    order_ids = {v.id for v in dataset if v.meta.get("order_sensitive")}
+    assert 0 < len(order_ids) < len(dataset)  # the fixture has both kinds
+    data = RunData(make_config(tiny_synth))
+    torch.manual_seed(0)
+    method = build_method("dual", {"embed_dim": 16, "freeze_text": True}, expert_dims=data.read_features.dims)
+    result = evaluate(method, dataset, data.read_features)
+    encoded = encode_split(method, dataset, data.read_features)
+    mask = order_sensitive_mask(dataset, encoded)
+    assert int(mask.sum()) == sum(len(dataset[v].captions) for v in order_ids)
+    assert result["t2v_order"]["n_queries"] == int(mask.sum())
+    expected = evaluate_encoded(method, encoded, query_mask=mask)
+    assert result["t2v_order"]["R1"] == pytest.approx(expected["t2v"]["R1"])
+    assert result["v2t_order"]["n_queries"] == len(order_ids)

@@ -103,8 +103,24 @@ def evaluate_encoded(method: Method, encoded: Encoded, query_mask: np.ndarray | 
     return result
 
 
+def order_sensitive_mask(dataset: VideoTextDataset, encoded: Encoded) -> np.ndarray:
+    """[n_captions] True where the caption's video is marked `order_sensitive` (another video
+    shows the same events in another order: only temporal modelling can tell them apart)."""
+    return np.array([bool(dataset[r.video_id].meta.get("order_sensitive")) for r in encoded.refs], dtype=bool)
+
+
 def evaluate(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,
              batch_size: int = 256, device: Any = "cpu", return_ranks: bool = False) -> dict[str, Any]:
-    """Encode a split and compute t2v / v2t retrieval metrics (multi-caption protocol)."""
-    return evaluate_encoded(method, encode_split(method, dataset, read_features, batch_size, device),
-                            return_ranks=return_ranks)
+    """Encode a split and compute t2v / v2t retrieval metrics (multi-caption protocol).
+
+    When some (not all) of the split's videos are marked order-sensitive (the synthetic
+    data marks them), the same metrics on those captions only are added as
+    "t2v_order" / "v2t_order".
+    """
+    encoded = encode_split(method, dataset, read_features, batch_size, device)
+    result = evaluate_encoded(method, encoded, return_ranks=return_ranks)
+    mask = order_sensitive_mask(dataset, encoded)
+    if mask.any() and not mask.all():
+        subset = evaluate_encoded(method, encoded, query_mask=mask)
+        result["t2v_order"], result["v2t_order"] = subset["t2v"], subset["v2t"]
+    return result
