@@ -18,6 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+	@test -x /usr/bin/chromium || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; } || echo "chromium: install failed; the browser test will skip"; else echo "chromium: /usr/bin/chromium missing and not root; the browser test will skip"; fi; }
 
 assets:
 	bash scripts/fetch_debian_assets.sh $(ASSETS)

@@ -54,7 +54,10 @@ class LoadedModel:
 
         features_dir = Path(features_dir)
         store = FeatureStore(features_dir) if features_dir.exists() else None
-        if store is None or any(not all(store.has(e, v.key) for v in dataset) for e in self.experts):
+        missing = store is None or any(not all(store.has(e, v.key) for v in dataset) for e in self.experts)
+        from videotext.train.distributed import broadcast_object
+
+        if broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
             extract_features(dataset, self.experts, features_dir, progress=progress,
                              **self.extraction_settings())
             store = FeatureStore(features_dir)
@@ -110,8 +113,12 @@ class LoadedModel:
         return scores[0].float().cpu()
 
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
-                    features_dir: str | Path | None = None, progress: bool = True):
-        """Embed every video of a manifest / folder and store them in a search index."""
+                    features_dir: str | Path | None = None, progress: bool = True, update: bool = False):
+        """Embed every video of a manifest / folder and store them in a search index.
+
+        `update=True` with an existing `out`: incremental, without re-encoding what is
+        there: videos of `source` not yet in the index are added, entries whose video is
+        no longer in `source` are removed (deleted files), the rest is kept."""
         from videotext.data.readers import read_dataset
         from videotext.search.index import Entry, Index
 
@@ -120,25 +127,89 @@ class LoadedModel:
         else:
             source = Path(source)
             dataset = read_dataset("manifest" if source.suffix == ".json" else "folder", source)
+        index = None
+        if update and out is not None and (Path(out) / "index.json").is_file():
+            index = Index.load(out)
+            if index.model != self.config.method:
+                raise VideoTextError(f"{out}: index of method {index.model!r}, this run is {self.config.method!r}; "
+                                     "rebuild it without update")
+            wanted = {v.id for v in dataset}
+            index.remove([e.id for e in index.entries() if e.video_id not in wanted])
+            new_ids = [v.id for v in dataset if v.id not in index]
+            if not new_ids:
+                index.save(out)
+                return index
+            dataset = dataset.subset(new_ids)
         if features_dir is None:
             base = Path(out) if out is not None else self.run_dir / "index"
             features_dir = base.with_name(base.name + ".features")
+        from videotext.train import distributed as dist
+
+        ranks = dist.env_world_size() > 1
+        if ranks:  # torchrun: join the group first (this rank's GPU is cuda:LOCAL_RANK)
+            rank_device = dist.init_distributed(str(self.device))
+            if rank_device is not None and rank_device != self.device:
+                self.device = rank_device
+                self.method.to(rank_device)
         reader = self.features_for(dataset, features_dir, progress)
         present = [v for v in dataset if any(reader.store.has(e, v.key) for e in self.experts)]
         if not present:
             raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
         dataset = dataset.subset([v.id for v in present])
-        embedding = encode_videos(self.method, dataset, reader, device=self.device)
+        if ranks:  # torchrun: rank r embeds videos r::R into a part file, rank 0 merges
+            parts = Path(out).with_name(Path(out).name + ".parts") if out is not None \
+                else Path(features_dir) / ".index-parts"
+            embedding = self._encode_by_rank(dataset, reader, parts)
+            if not dist.is_main():
+                dist.barrier()  # rank 0 writes the index
+                return Index.load(out) if out is not None else None
+        else:
+            embedding = encode_videos(self.method, dataset, reader, device=self.device)
         entries = [Entry(id=v.id, path=str(dataset.media_path(v)) if v.path else None, start=0.0,
                          end=v.duration, video_id=v.id, meta={"captions": v.captions[:1]}) for v in dataset]
-        dim = int(self.method.index_vectors({k: v[:1] for k, v in embedding.items()} if isinstance(embedding, dict)
-                                            else embedding[:1]).shape[1])
-        index = Index(dim=dim, model=self.config.method)
-        index.meta["run_dir"] = str(self.run_dir.resolve())
+        if index is None:
+            dim = int(self.method.index_vectors({k: v[:1] for k, v in embedding.items()}
+                                                if isinstance(embedding, dict) else embedding[:1]).shape[1])
+            index = Index(dim=dim, model=self.config.method)
+            index.meta["run_dir"] = str(self.run_dir.resolve())
         self.add_to_index(index, embedding, entries)
         if out is not None:
             index.save(out)
+        if ranks:
+            import shutil
+
+            shutil.rmtree(parts, ignore_errors=True)
+            dist.barrier()
         return index
+
+    def _encode_by_rank(self, dataset: VideoTextDataset, reader: VideoFeatures, parts: Path) -> Any:
+        """Embed this rank's videos (r::R) into `parts/rank<r>-of<R>.pt` (atomic; a finished
+        part is reused on restart, so a crashed rank is redone alone); after a barrier, rank
+        0 returns the embedding of every video in dataset order (the others None)."""
+        from videotext.io import atomic_path
+        from videotext.models.base import concat_embeddings
+        from videotext.train import distributed as dist
+
+        rank, world = dist.rank(), dist.world()
+        videos = list(dataset)
+        mine = [v.id for v in videos[rank::world]]
+        part = parts / f"rank{rank}-of{world}.pt"
+        done = part.is_file() and torch.load(part, map_location="cpu", weights_only=False)["ids"] == mine
+        if mine and not done:
+            embedding = encode_videos(self.method, dataset.subset(mine), reader, device=self.device)
+            parts.mkdir(parents=True, exist_ok=True)
+            with atomic_path(part) as tmp:
+                torch.save({"ids": mine, "embedding": embedding}, tmp)
+        dist.barrier()
+        if rank > 0:
+            return None
+        loaded = [torch.load(parts / f"rank{r}-of{world}.pt", map_location="cpu", weights_only=False)
+                  for r in range(world) if videos[r::world]]
+        merged = concat_embeddings([p["embedding"] for p in loaded])  # rows: rank 0's, rank 1's, …
+        order = [video_id for p in loaded for video_id in p["ids"]]
+        position = {video_id: i for i, video_id in enumerate(order)}
+        rows = torch.tensor([position[v.id] for v in videos])
+        return {k: v[rows] for k, v in merged.items()} if isinstance(merged, dict) else merged[rows]
 
     def search(self, query: str | Sequence[str], index: Any, k: int = 10, shortlist: int | None = None):
         """Top-k hits for one query (a list of lists for several).

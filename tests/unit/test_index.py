@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from videotext.errors import VideoTextError
+from videotext.eval.evaluate import encode_texts
 from videotext.search import Entry, Hit, Index, merge_hits, sliding_windows
 
 
@@ -281,9 +282,13 @@ def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
     from videotext.inference import LoadedModel
 
     method = make_mmt(tiny_bert(tmp_path / "bert"))
+    with torch.no_grad():  # uneven mixture weights (≈ .91/.045/.045) make renormalisation matter
+        method.mixture.bias.copy_(torch.tensor([3.0, 0.0, 0.0]))
     batch = video_batch(batch_size=12, seed=3)
-    for row, expert in ((0, "audio"), (1, "motion"), (2, "audio"), (5, "appearance"), (7, "motion")):
-        batch["masks"][expert][row] = False  # missing experts: renormalised weights differ per video
+    for row, missing in ((0, "audio"), (1, "motion"), (2, "audio,motion"), (5, "appearance"), (7, "motion,appearance"),
+                         (8, "audio,appearance"), (11, "appearance")):
+        for expert in missing.split(","):
+            batch["masks"][expert][row] = False  # missing experts: renormalised weights differ per video
     with torch.inference_mode():
         video = method.encode_video(batch)
     model = LoadedModel(tmp_path, method, RunConfig(method="mmt"), torch.device("cpu"))
@@ -298,10 +303,11 @@ def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
         normalise = torch.nn.functional.normalize  # the index stores unit vectors: cosine
         dot = normalise(method.query_vectors(text), dim=1) @ normalise(method.index_vectors(video), dim=1).T
     # with a 6-wide shortlist: the shortlist is the index's top 6, ordered by MMT's score
-    for q, hits in enumerate(model.search(queries, index, k=4, shortlist=6)):
+    for q, hits in enumerate(model.search(queries, index, k=5, shortlist=6)):
         shortlist = torch.argsort(-dot[q])[:6].tolist()
-        want = sorted(shortlist, key=lambda j: -exact[q, j].item())[:4]
+        want = sorted(shortlist, key=lambda j: -exact[q, j].item())[:5]
         assert [h.id for h in hits] == [f"v{j}" for j in want]
+        assert want != shortlist[:5]  # re-scoring changed the top 5
         np.testing.assert_allclose([h.score for h in hits], exact[q, want].numpy(), atol=1e-5)
         np.testing.assert_allclose([h.meta["index_score"] for h in hits], dot[q, want].numpy(), atol=1e-5)
     # a shortlist of the whole index gives the exact full-similarity ranking
@@ -309,7 +315,75 @@ def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
     assert [h.id for h in full] == [f"v{j}" for j in torch.argsort(-exact[0]).tolist()]
     assert [h.rank for h in full] == list(range(1, 13))
     # ...which the index's cosine alone does not give here (the re-scoring matters)
-    assert torch.argsort(-dot[0]).tolist() != torch.argsort(-exact[0]).tolist()
+    assert any(torch.argsort(-dot[q]).tolist() != torch.argsort(-exact[q]).tolist() for q in range(2))
 
 
-from videotext.eval.evaluate import encode_texts  # noqa: E402
+
+def test_build_index_update_adds_new_videos_and_drops_deleted_ones(tmp_path):
+    """`build_index(update=True)`: encodes only the new videos, removes the deleted ones,
+    and gives the same index (vectors, re-scoring parts) as a fresh build."""
+    from tests.unit.test_mmt import DIMS, make_mmt, tiny_bert
+    from videotext.config import RunConfig
+    from videotext.data.features import FeatureStore
+    from videotext.data.schema import Video, VideoTextDataset
+    from videotext.inference import LoadedModel
+
+    rng = np.random.default_rng(0)
+    store = FeatureStore(tmp_path / "features")
+    names = [f"v{i}" for i in range(6)]
+    for expert, dim in DIMS.items():
+        with store.writer(expert, dim, dtype="float32") as writer:
+            for name in names:
+                writer.add(name, rng.standard_normal((4, dim)).astype(np.float32), np.arange(4.0), step=1.0)
+    config = RunConfig(method="mmt")
+    config.data.experts = sorted(DIMS)
+    model = LoadedModel(tmp_path, make_mmt(tiny_bert(tmp_path / "bert")), config, torch.device("cpu"))
+    dataset = lambda ids: VideoTextDataset("t", [Video(id=i, path=f"{i}.mp4", captions=[f"cap {i}"]) for i in ids],  # noqa: E731
+                                           splits={"test": list(ids)}, root=tmp_path)
+    out = tmp_path / "idx"
+    model.build_index(dataset(names[:4]), out, features_dir=store.root, progress=False)
+    encoded = []
+    model.method.encode_video = (lambda f: lambda batch: encoded.append(len(batch["video_ids"])) or f(batch))(
+        model.method.encode_video)
+    updated = model.build_index(dataset(["v0", "v2", "v3", "v4", "v5"]), out, features_dir=store.root,
+                                progress=False, update=True)  # v1 deleted, v4 and v5 new
+    assert sum(encoded) == 2  # only the new videos were encoded
+    fresh = model.build_index(dataset(["v0", "v2", "v3", "v4", "v5"]), features_dir=store.root, progress=False)
+    loaded = Index.load(out)
+    assert sorted(loaded.ids) == sorted(fresh.ids) == ["v0", "v2", "v3", "v4", "v5"]
+    order = fresh.ids
+    np.testing.assert_allclose(loaded.embeddings_for(order), fresh.embeddings_for(order), atol=1e-5)
+    np.testing.assert_allclose(loaded.parts_for(order)["experts"], fresh.parts_for(order)["experts"], atol=1e-5)
+    assert [h.id for h in model.search("cap v4", loaded, k=5)] == [h.id for h in model.search("cap v4", fresh, k=5)]
+    assert updated.get("v4").path == str(tmp_path / "v4.mp4")
+    again = model.build_index(dataset(["v0"]), out, features_dir=store.root, progress=False, update=True)
+    assert again.ids == ["v0"] and sum(encoded) == 2 + 5  # nothing new: only removals (fresh encoded 5)
+
+
+def test_toco_search_reranks_the_shortlist_with_the_cross_encoder(tmp_path):
+    """ToCo through the index: the cheap dual vectors shortlist, `rerank` (f + λ f^t) orders."""
+    from tests.unit.test_toco import TEXTS, video_batch
+    from videotext.config import RunConfig
+    from videotext.inference import LoadedModel
+    from videotext.models import build_method
+
+    torch.manual_seed(0)
+    method = build_method("toco", {"hidden_dim": 32, "num_heads": 4, "ff_dim": 64, "cheap_dim": 16,
+                                   "num_negatives": 3, "dropout": 0.0}, expert_dims={"a": 6, "b": 4}).eval()
+    method.fit_tfidf(TEXTS)
+    with torch.inference_mode():
+        video = method.encode_video(video_batch())
+        text = encode_texts(method, TEXTS[:1])
+        exact = method.rerank(text, video)[0]  # [5] the cross-encoder on every video
+        cheap = method.cheap_similarity(text, video)[0]
+    model = LoadedModel(tmp_path, method, RunConfig(method="toco"), torch.device("cpu"))
+    index = Index(16, model="toco")
+    model.add_to_index(index, video, [f"v{i}" for i in range(5)])
+    index = Index.load(index.save(tmp_path / "idx"))
+    hits = model.search(TEXTS[0], index, k=3, shortlist=4)
+    shortlist = torch.argsort(-cheap)[:4].tolist()
+    want = sorted(shortlist, key=lambda j: -exact[j].item())[:3]
+    assert [h.id for h in hits] == [f"v{j}" for j in want]
+    np.testing.assert_allclose([h.score for h in hits], exact[want].numpy(), atol=1e-5)
+    full = model.search(TEXTS[0], index, k=5, shortlist=5)
+    assert [h.id for h in full] == [f"v{j}" for j in torch.argsort(-exact).tolist()]

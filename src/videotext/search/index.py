@@ -12,7 +12,7 @@ Kinds (`kind=`), and why:
   become tombstones filtered out at search time (`IDSelector`); once they exceed
   `compact_ratio` of the graph, it is rebuilt from the live vectors.
 - ``"ivf"``   `IndexIVFFlat`, k-means trained on the vectors present when it is built
-  (nlist ≈ 4·sqrt(n)); later adds reuse those centroids, `rebuild()` retrains.
+  (nlist ≈ 4·sqrt(n), or `nlist=`); later adds reuse those centroids, `rebuild()` retrains.
 - ``"ivfpq"`` `IndexIVFPQ` (~dim/4 bytes per vector): for indexes too big for memory;
   scores and `embeddings_for` are approximate (PQ-decoded) there.
 - ``"auto"``  (default) flat up to `auto_threshold` vectors (50 000: an exact search over
@@ -135,6 +135,7 @@ class Index:
         ef_search: int = 128,
         nprobe: int | None = None,
         compact_ratio: float = 0.25,
+        nlist: int | None = None,
     ):
         if not isinstance(dim, int) or dim <= 0:
             raise VideoTextError(f"index dim must be a positive integer, got {dim!r}")
@@ -146,6 +147,7 @@ class Index:
         self.auto_threshold = auto_threshold
         self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
         self.nprobe, self.compact_ratio = nprobe, compact_ratio
+        self.nlist = nlist  # IVF lists; None: ≈ 4·sqrt(n) at build time
         self.meta: dict[str, Any] = {}  # free-form, saved in index.json (e.g. the run that encoded it)
         self._faiss: faiss.Index | None = None  # built at the first add
         self._kind: str | None = None  # resolved kind of `_faiss`
@@ -206,7 +208,7 @@ class Index:
             hnsw = faiss.IndexHNSWFlat(d, self.hnsw_m, ip)
             hnsw.hnsw.efConstruction = self.ef_construction
             return faiss.IndexIDMap2(hnsw)
-        nlist = _ivf_nlist(len(train))
+        nlist = min(self.nlist, max(1, len(train) // 39)) if self.nlist else _ivf_nlist(len(train))
         if kind == "ivf":
             ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, ip)
         else:  # ivfpq: ~4 dims per sub-quantizer, 8 bits each
@@ -414,7 +416,7 @@ class Index:
                 "params": {
                     "auto_threshold": self.auto_threshold, "hnsw_m": self.hnsw_m,
                     "ef_construction": self.ef_construction, "ef_search": self.ef_search,
-                    "nprobe": self.nprobe, "compact_ratio": self.compact_ratio,
+                    "nprobe": self.nprobe, "compact_ratio": self.compact_ratio, "nlist": self.nlist,
                 },
             })
             if target.exists():  # swap: old aside, new in, old removed

@@ -1,0 +1,238 @@
+"""The HTTP search service behind `videotext serve INDEX`: FastAPI app + static web page.
+
+    GET /search?q=…&k=…     ranked hits as JSON (id, path, start, end, score, thumbnail URL)
+    GET /thumbnail/{id}     a JPEG frame from the clip's start (cached in memory)
+    GET /video/{id}         the indexed file, with HTTP range requests (206) so browsers seek
+    GET /health             liveness + what is indexed
+    GET /openapi.json       the schema; GET / the search page (no external CDN)
+
+Safety: files are looked up by entry id in the index, never built from a request path,
+so only indexed files are served (no traversal). Every parameter is validated; user
+mistakes get a 4xx JSON body `{"detail": …}`, never a 500. Swagger's /docs is off
+because it loads its assets from a CDN.
+"""
+from __future__ import annotations
+
+import io
+import mimetypes
+import re
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import quote
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from videotext.errors import VideoTextError
+from videotext.search.index import Entry, Index
+
+STATIC = Path(__file__).resolve().parent / "static"
+MAX_QUERY_CHARS = 500  # longer than any caption in the datasets read here; guards the text encoder
+MAX_K = 100
+THUMBNAIL_CACHE = 1024  # JPEGs kept in memory (~5 KB each at 160 px)
+THUMBNAIL_SIZE = 240
+
+
+class Result(BaseModel):
+    id: str
+    video_id: str
+    rank: int
+    score: float
+    path: Optional[str] = None
+    start: Optional[float] = None
+    end: Optional[float] = None
+    caption: Optional[str] = None
+    thumbnail: str
+    video: Optional[str] = None
+
+
+class SearchResponse(BaseModel):
+    query: str
+    k: int
+    results: list[Result]
+
+
+class Health(BaseModel):
+    status: str
+    entries: int
+    model: str
+    dim: int
+    kind: str
+
+
+class Problem(BaseModel):
+    detail: Any
+
+
+def _load_searcher(index: Index, run_dir: str | Path | None) -> Any:
+    from videotext.inference import load_model
+
+    run = run_dir or index.meta.get("run_dir")
+    if not run:
+        raise VideoTextError("the index does not name the run that built it; pass run_dir (--run RUN_DIR)")
+    return load_model(run)
+
+
+class _Thumbnails:
+    """JPEG frames at clip starts, an LRU of `capacity` entries (decoding costs ~20 ms)."""
+
+    def __init__(self, capacity: int = THUMBNAIL_CACHE, size: int = THUMBNAIL_SIZE):
+        self.capacity, self.size = capacity, size
+        self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, entry: Entry) -> bytes:
+        with self._lock:
+            if entry.id in self._cache:
+                self._cache.move_to_end(entry.id)
+                return self._cache[entry.id]
+        data = self._render(entry)
+        with self._lock:
+            self._cache[entry.id] = data
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
+        return data
+
+    def _render(self, entry: Entry) -> bytes:
+        from PIL import Image
+
+        path = Path(entry.path)  # type: ignore[arg-type]
+        if path.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp"):
+            with Image.open(path) as img:
+                img = img.convert("RGB")
+        else:
+            from videotext.data.video import probe, read_frames
+
+            info = probe(path)
+            start = entry.start or 0.0
+            end = entry.end if entry.end is not None else info.duration
+            t = min(start + 0.1, (start + end) / 2, max(info.duration - 1e-3, 0.0))  # a frame inside the clip
+            img = Image.fromarray(read_frames(path, [t])[0])
+        img.thumbnail((self.size, self.size))
+        out = io.BytesIO()
+        img.save(out, format="JPEG", quality=85)
+        return out.getvalue()
+
+
+_RANGE_PART = re.compile(r"(\d{0,18})-(\d{0,18})", re.ASCII)  # 18 digits: any real file size, no huge ints
+
+
+def _check_range(header: str, size: int) -> None:
+    """Reject a malformed or unsatisfiable Range header with a JSON 4xx (Starlette would
+    answer those in plain text); well-formed ones are served by FileResponse."""
+    units, sep, spec = header.partition("=")
+    if not sep or units.strip().lower() != "bytes" or len(header) > 512:
+        raise HTTPException(400, f"Range {header[:80]!r}: only 'bytes=start-end' ranges are supported")
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if not parts or len(parts) > 16:
+        raise HTTPException(400, f"Range {header[:80]!r}: expected 1 to 16 byte ranges")
+    for part in parts:
+        match = _RANGE_PART.fullmatch(part.replace(" ", ""))
+        if not match or not any(match.groups()):
+            raise HTTPException(400, f"Range {header[:80]!r}: {part[:40]!r} is not start-end")
+        first, last = match.groups()
+        if first and last and int(first) > int(last):
+            raise HTTPException(400, f"Range {header[:80]!r}: start after end in {part!r}")
+        if (first and int(first) >= size) or (not first and int(last) == 0):
+            raise HTTPException(416, f"Range {header[:80]!r}: nothing of the file's {size} bytes is in range",
+                                headers={"Content-Range": f"bytes */{size}"})
+
+
+def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, searcher: Any = None,
+               max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS) -> FastAPI:
+    """The search app over the index folder `index_dir`.
+
+    `searcher` answers `searcher.search(query, index, k)` with hits; by default the run that
+    built the index (`index.meta["run_dir"]`, or `run_dir`) loaded with `load_model`.
+    """
+    index = Index.load(index_dir)
+    searcher = searcher if searcher is not None else _load_searcher(index, run_dir)
+    model_lock = threading.Lock()  # one query at a time through the model (HF fast tokenizers are not re-entrant)
+    thumbnails = _Thumbnails()
+    app = FastAPI(title="videotext search", version="1", docs_url=None, redoc_url=None,
+                  description="Search an index of videos with natural-language text.")
+    app.state.index, app.state.searcher = index, searcher
+    errors = {400: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}}
+
+    def entry_for(entry_id: str, need_file: bool = True) -> Entry:
+        if entry_id not in index:
+            raise HTTPException(404, f"no indexed video or clip with id {entry_id!r}")
+        entry = index.get(entry_id)
+        if need_file and (not entry.path or not Path(entry.path).is_file()):
+            raise HTTPException(404, f"the file of {entry_id!r} is not available")
+        return entry
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(VideoTextError)
+    async def user_error(request: Request, exc: VideoTextError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    @app.get("/health", response_model=Health)
+    def health() -> Health:
+        return Health(status="ok", entries=len(index), model=index.model, dim=index.dim, kind=index.kind)
+
+    @app.get("/search", response_model=SearchResponse, responses=errors)
+    def search(
+        q: str = Query(..., min_length=1, max_length=max_query_chars, description="Text query."),
+        k: int = Query(10, ge=1, le=max_k, description="Number of results."),
+    ) -> SearchResponse:
+        text = q.strip()
+        if not text:
+            raise HTTPException(422, "q: the query is empty")
+        if not len(index):
+            return SearchResponse(query=text, k=k, results=[])
+        with model_lock:
+            hits = searcher.search(text, index, k=k)
+        results = []
+        for h in hits:
+            captions = h.meta.get("captions") or [None]
+            has_file = bool(h.path)
+            results.append(Result(
+                id=h.id, video_id=h.video_id, rank=h.rank, score=h.score, path=h.path, start=h.start, end=h.end,
+                caption=captions[0] if isinstance(captions, list) and captions else None,
+                thumbnail=f"/thumbnail/{quote(h.id, safe='')}",
+                video=f"/video/{quote(h.id, safe='')}" if has_file else None))
+        return SearchResponse(query=text, k=k, results=results)
+
+    @app.get("/thumbnail/{entry_id:path}", responses={200: {"content": {"image/jpeg": {}}}, **errors},
+             response_class=Response)
+    def thumbnail(entry_id: str) -> Response:
+        entry = entry_for(entry_id)
+        try:
+            data = thumbnails.get(entry)
+        except (VideoTextError, OSError, ValueError, IndexError) as err:
+            raise HTTPException(404, f"no frame could be read from {entry_id!r}: {err}") from None
+        return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
+
+    @app.get("/video/{entry_id:path}", responses={200: {"content": {"video/mp4": {}}}, 206: {"description": "Partial"},
+                                             416: {"model": Problem}, **errors}, response_class=FileResponse)
+    def video(entry_id: str, request: Request) -> FileResponse:
+        entry = entry_for(entry_id)
+        path = Path(entry.path)  # type: ignore[arg-type]
+        if "range" in request.headers:
+            _check_range(request.headers["range"], path.stat().st_size)
+        media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        return FileResponse(path, media_type=media_type)  # Starlette answers Range with 206 + Content-Range
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    return app
+
+
+def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run an app from `create_app` with uvicorn (blocking)."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,100 @@
+// videotext search page: query -> /search -> grid of thumbnails; click plays the clip
+// from its start time (media fragment #t=start,end plus currentTime for seeking).
+"use strict";
+const form = document.getElementById("search-form");
+const queryBox = document.getElementById("query");
+const kBox = document.getElementById("k");
+const statusLine = document.getElementById("status");
+const grid = document.getElementById("results");
+const playerBox = document.getElementById("player-box");
+const player = document.getElementById("player");
+const nowPlaying = document.getElementById("now-playing");
+
+function seconds(t) {
+  if (t === null || t === undefined) return "";
+  const m = Math.floor(t / 60), s = (t - 60 * m).toFixed(1);
+  return `${m}:${s.padStart(4, "0")}`;
+}
+
+function setStatus(text, isError) {
+  statusLine.textContent = text;
+  statusLine.classList.toggle("error", Boolean(isError));
+}
+
+function play(hit) {
+  if (!hit.video) { setStatus(`no playable file for ${hit.id}`, true); return; }
+  const start = hit.start || 0;
+  const range = hit.end !== null && hit.end !== undefined ? `${start},${hit.end}` : `${start}`;
+  playerBox.hidden = false;
+  player.dataset.id = hit.id;
+  player.dataset.start = String(start);
+  player.src = `${hit.video}#t=${range}`;
+  player.addEventListener("loadedmetadata", () => {
+    if (Math.abs(player.currentTime - start) > 0.05) player.currentTime = start;
+    player.play().catch(() => {});  // autoplay may be blocked; the controls remain
+  }, { once: true });
+  nowPlaying.textContent = `${hit.id}  ${seconds(hit.start)}–${seconds(hit.end)}  score ${hit.score.toFixed(3)}`;
+}
+
+function card(hit) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "card";
+  button.dataset.id = hit.id;
+  button.title = hit.caption || hit.id;
+  const img = document.createElement("img");
+  img.src = hit.thumbnail;
+  img.alt = hit.caption || hit.id;
+  img.loading = "lazy";
+  const meta = document.createElement("div");
+  meta.className = "meta";
+  const id = document.createElement("span");
+  id.className = "id";
+  id.textContent = `${hit.rank}. ${hit.id}`;
+  const score = document.createElement("span");
+  score.className = "score";
+  score.textContent = hit.score.toFixed(3);
+  meta.append(id, score);
+  const time = document.createElement("div");
+  time.className = "time";
+  time.textContent = hit.start !== null ? `${seconds(hit.start)} – ${seconds(hit.end)}` : "whole video";
+  button.append(img, meta, time);
+  button.addEventListener("click", () => play(hit));
+  return button;
+}
+
+async function search(q, k) {
+  setStatus("searching…");
+  const params = new URLSearchParams({ q, k: String(k) });
+  let response;
+  try {
+    response = await fetch(`/search?${params}`);
+  } catch (err) {
+    setStatus(`network error: ${err}`, true);
+    return;
+  }
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const detail = Array.isArray(body.detail) ? body.detail.map(d => d.msg).join("; ") : body.detail;
+    setStatus(`error ${response.status}: ${detail || response.statusText}`, true);
+    return;
+  }
+  grid.replaceChildren(...body.results.map(card));
+  setStatus(`${body.results.length} results for “${body.query}”`);
+}
+
+form.addEventListener("submit", event => {
+  event.preventDefault();
+  const q = queryBox.value.trim();
+  if (!q) { setStatus("type a query", true); return; }
+  const k = Math.min(100, Math.max(1, parseInt(kBox.value, 10) || 12));
+  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}`);
+  search(q, k);
+});
+
+const initial = new URLSearchParams(location.search);
+if (initial.get("q")) {
+  queryBox.value = initial.get("q");
+  if (initial.get("k")) kBox.value = initial.get("k");
+  form.requestSubmit();
+}

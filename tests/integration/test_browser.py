@@ -1,0 +1,143 @@
+"""The search page in a real browser: Debian's chromium driven by Playwright.
+
+A tiny dual model is trained on the 32-video fixture, the videos are indexed, uvicorn
+serves the app on a free loopback port, and the test types a caption into the page,
+checks the expected video is among the shown results, clicks it and checks the player
+starts at the clip's start time. A screenshot goes to tests/artifacts/.
+Never `playwright install`: the browser is /usr/bin/chromium (`make install` adds it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+K = 8
+
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                                    "(`make install` runs `apt-get install -y chromium` as root)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def search_case(tiny_synth, tmp_path_factory):
+    """(index folder, query, expected id, clip start): a trained run's index in which the
+    expected video is a clip hit (one of its timed segments) among the top K for its caption."""
+    from tests.conftest import tiny_config_overrides
+    from videotext.config import load_config
+    from videotext.data.schema import VideoTextDataset
+    from videotext.inference import load_model
+    from videotext.search import Index
+    from videotext.train.trainer import Trainer
+
+    run = tmp_path_factory.mktemp("browser") / "run"
+    Trainer(load_config(CONFIG, tiny_config_overrides(tiny_synth)), run, progress=False).fit()
+    model = load_model(run)
+    index = model.build_index(tiny_synth / "manifest.json", features_dir=tiny_synth / "features", progress=False)
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    for video in dataset:  # the first video found among the top K by its own caption (a tiny model)
+        query = video.captions[0]
+        if video.id in [h.id for h in model.search(query, index, k=K)] and video.segments:
+            break
+    else:
+        pytest.fail("the tiny model ranks no video in the top K by its caption")
+    segment = video.segments[-1]  # make the hit point to a later time range of the video
+    entry = dataclasses.replace(index.get(video.id), start=float(segment.start), end=float(segment.end))
+    index.add(index.embeddings_for([video.id]), [entry])
+    folder = index.save(tmp_path_factory.mktemp("browser") / "idx")
+    assert Index.load(folder).meta["run_dir"] == str(run.resolve())
+    return folder, query, video.id, float(segment.start)
+
+
+@pytest.fixture(scope="module")
+def server(search_case):
+    import uvicorn
+
+    from videotext.search.service import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(search_case[0]), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_real_model_api_never_500s(search_case):
+    """schemathesis over the app with the trained model behind it (the stand-in searcher
+    of test_service.py cannot show the text encoder coping with any query)."""
+    import schemathesis
+    from fastapi.testclient import TestClient
+    from hypothesis import HealthCheck, given, settings
+
+    from videotext.search.service import create_app
+
+    app = create_app(search_case[0])
+    client = TestClient(app)
+    for q in ["\x00", "🎬" * 200, "a" * 500, " \t\n x", "%", "<script>alert(1)</script>"]:
+        assert client.get("/search", params={"q": q, "k": 100}).status_code in (200, 422)
+    operation = schemathesis.openapi.from_asgi("/openapi.json", app).get_all_operations()
+    failures = []
+    for op in (o.ok() for o in operation):
+
+        @given(case=op.as_strategy())
+        @settings(max_examples=15, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        def run(case):
+            response = case.call()
+            if response.status_code >= 500:
+                failures.append((op.path, case.query, response.status_code, response.text))
+
+        run()
+    assert not failures, failures[:3]
+
+
+@needs_chromium
+def test_search_page_finds_and_plays_the_clip(server, search_case):
+    playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
+    _, query, expected, start = search_case
+    ARTIFACTS.mkdir(exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox", "--disable-background-networking",
+                                          "--autoplay-policy=no-user-gesture-required"])
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            external = []
+            page.on("request", lambda r: external.append(r.url) if not r.url.startswith(server) else None)
+            page.goto(server + "/")
+            page.fill("#query", query)
+            page.fill("#k", str(K))
+            page.click("button[type=submit]")
+            page.wait_for_selector(".card")
+            shown = page.eval_on_selector_all(".card", "cards => cards.map(c => c.dataset.id)")
+            assert expected in shown and len(shown) == K
+            page.wait_for_function("() => [...document.images].every(i => i.complete && i.naturalWidth > 0)")
+            page.click(f'.card[data-id="{expected}"]')
+            page.wait_for_function("() => { const v = document.getElementById('player');"
+                                   " return v.readyState >= 2 && v.currentTime > 0; }", timeout=20_000)
+            current = page.evaluate("document.getElementById('player').currentTime")
+            assert start <= current < start + 1.5, (current, start)  # started at the clip (it may have played on a bit)
+            assert page.evaluate("document.getElementById('player').error") is None
+            page.screenshot(path=str(ARTIFACTS / "browser_search.png"), full_page=True)
+            assert not external, external  # no CDN or other host
+        finally:
+            browser.close()
+    assert (ARTIFACTS / "browser_search.png").stat().st_size > 10_000
