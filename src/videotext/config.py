@@ -24,6 +24,28 @@ class ConfigError(VideoTextError, ValueError):
 
 
 @dataclass
+class NarrationConfig:
+    """How timed narration becomes training text when `data.text: narration` (videotext.data.narration)."""
+
+    concat: int = 1  # consecutive narration lines joined into one clip (Frozen §4.4)
+    remove_stop_words: bool = False  # MMT Table 1: helps zero-shot, hurts fine-tuning
+    window_words: int = 0  # > 0: a random window of this many words per step (MMT §4.2: 100)
+    window_seconds: float = 100.0  # seconds of video closest in time to the window (MMT §4.2: 100)
+
+
+@dataclass
+class MixtureSource:
+    """One dataset of a training mixture (`data.mixture`, videotext.data.mixtures)."""
+
+    manifest: str = ""  # relative to the config file
+    features: str = ""  # "" = <manifest folder>/features
+    split: str = "train"
+    weight: float = 1.0  # share of the epoch's batches in `weighted` mode
+    batch_size: int = 0  # 0 = train.batch_size
+    text: str = "captions"  # captions | paragraph | narration (with data.narration)
+
+
+@dataclass
 class DataConfig:
     """Where the videos, text and features are, and which splits to use."""
 
@@ -35,6 +57,11 @@ class DataConfig:
     test_split: str = "test"
     max_steps_per_expert: int = 30  # features kept per expert (MMT §4.2: 30)
     max_text_tokens: int = 30  # word pieces per caption (MMT §4.2: 30)
+    text: str = "captions"  # captions | paragraph: segment sentences joined per video (ActivityNet paragraphs) | narration: timed speech clips (HowTo100M)
+    narration: NarrationConfig = field(default_factory=NarrationConfig)
+    mixture: list[MixtureSource] = field(default_factory=list)  # extra training datasets (besides data.manifest's train split)
+    mixture_mode: str = "alternate"  # alternate: round-robin batches | weighted: batches drawn by `weight`
+    mixture_main_weight: float = 1.0  # weight of data.manifest's own train split in `weighted` mode
     num_workers: int = 0
 
 
@@ -77,6 +104,14 @@ class TrainConfig:
     deterministic: bool = True
     checkpoint_every: int = 0  # steps between mid-epoch checkpoints; 0 = only at epoch ends
     early_stop_patience: int = 0  # stop after this many validations without improvement; 0 = never (COOT §4: 15)
+    # torchrun / DDP (videotext.train.distributed); ignored in a single process
+    global_negatives: bool = True  # losses see every rank's embeddings (open_clip gather_with_grad); false = local only
+    find_unused_parameters: bool = True  # DDP option: needed when some trainable weights get no gradient in a step
+    dist_timeout_minutes: float = 60.0  # collective timeout (rank 0 validates while the others wait)
+    # pre-training → fine-tuning (videotext.train.init_from)
+    init_from: str = ""  # a run directory whose weights start this run (model only; fresh optimizer and schedule)
+    init_checkpoint: str = "best"  # which checkpoint of init_from: best | last
+    freeze: list[str] = field(default_factory=list)  # parameter-name prefixes kept fixed (e.g. Support-set's frozen Ψ′)
 
 
 @dataclass
@@ -212,7 +247,12 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None) -> RunConfig:
-    """Read a YAML run config, apply overrides, validate. Relative data paths resolve against the file."""
+    """Read a YAML run config, apply overrides, validate.
+
+    Relative data paths written in the file resolve against the file's folder; relative
+    paths given in `--set` overrides resolve against the current directory, as a user
+    typing them expects.
+    """
     data: dict[str, Any] = dict(base or {})
     if path is not None:
         path = Path(path)
@@ -224,20 +264,36 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{path}: not valid YAML: {exc}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = deep_merge(data, loaded)
-    data = apply_overrides(data, list(overrides or []))
-    config = from_dict(RunConfig, data, str(path) if path else "config")
-    if path is not None:
-        base_dir = Path(path).resolve().parent
+        data = deep_merge(data, _resolve_paths(loaded, path.resolve().parent))
+    data = _resolve_paths(apply_overrides(data, list(overrides or [])), Path.cwd())
+    return from_dict(RunConfig, data, str(path) if path else "config")
+
+
+def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """Make the relative file paths of a raw config dict absolute against `base_dir`:
+    data.manifest / data.features, each data.mixture source's, and model.*_manifest /
+    model.*_checkpoint (e.g. model.image_manifest, model.vit_checkpoint)."""
+    def absolute(value: Any) -> Any:
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            return str((base_dir / value).resolve())
+        return value
+
+    data = dict(data)
+    section = data.get("data")
+    if isinstance(section, dict):
+        section = dict(section)
         for name in ("manifest", "features"):
-            value = getattr(config.data, name)
-            if value and not Path(value).is_absolute():
-                setattr(config.data, name, str((base_dir / value).resolve()))
-        for key, value in config.model.items():  # e.g. model.image_manifest, model.vit_checkpoint
-            if key.endswith(("_manifest", "_checkpoint")) and isinstance(value, str) and value \
-                    and not Path(value).is_absolute():
-                config.model[key] = str((base_dir / value).resolve())
-    return config
+            if name in section:
+                section[name] = absolute(section[name])
+        if isinstance(section.get("mixture"), list):
+            section["mixture"] = [
+                {k: (absolute(v) if k in ("manifest", "features") else v) for k, v in source.items()}
+                if isinstance(source, dict) else source for source in section["mixture"]]
+        data["data"] = section
+    model = data.get("model")
+    if isinstance(model, dict):
+        data["model"] = {k: (absolute(v) if k.endswith(("_manifest", "_checkpoint")) else v) for k, v in model.items()}
+    return data
 
 
 def deep_merge(base: dict, update: dict) -> dict:

@@ -19,6 +19,20 @@ def test_overrides_parse_yaml_scalars_and_nested_keys(tmp_path):
     assert config.data.manifest == str((tmp_path / "data/m.json").resolve())
 
 
+def test_paths_given_on_the_command_line_resolve_against_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "configs").mkdir()
+    path = tmp_path / "configs" / "run.yaml"
+    path.write_text("method: dual\ndata:\n  features: feats\nmodel:\n  image_manifest: imgs/m.json\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    config = load_config(path, ["data.manifest=data/synth/manifest.json", "model.vit_checkpoint=vit.pth"])
+    assert config.data.manifest == str(work / "data/synth/manifest.json")  # typed by the user: cwd
+    assert config.model["vit_checkpoint"] == str(work / "vit.pth")
+    assert config.data.features == str(tmp_path / "configs/feats")  # written in the file: its folder
+    assert config.model["image_manifest"] == str(tmp_path / "configs/imgs/m.json")
+
+
 def test_unknown_key_names_the_key_and_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("train:\n  epoch: 3\n")

@@ -1,0 +1,162 @@
+"""The reproduction guide cannot rot silently: commands, config paths and links in docs/ exist.
+
+Every `videotext <subcommand>` written in a code block or inline code span of docs/**.md
+and README.md must name a command of the typer app (groups such as `dataset` and `index`
+must name one of their subcommands too); every `configs/...` path must exist; every
+relative Markdown link must resolve; the manifest example in docs/datasets/manifest.md
+must load. The checkers are tested on bad input too, so the test can fail.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import typer
+
+from videotext.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = sorted((ROOT / "docs").rglob("*.md"))
+PAGES = DOCS + [ROOT / "README.md"]
+
+FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+INLINE = re.compile(r"`([^`\n]+)`")
+COMMAND = re.compile(r"(?:^|[\s;|&(`$/])videotext[ \t]+([a-z][a-z0-9-]*)(?:[ \t]+([a-z][a-z0-9-]*))?", re.M)
+CONFIG_PATH = re.compile(r"(?<![\w/.~$-])configs/[A-Za-z0-9_][A-Za-z0-9_./-]*")
+COMMENT = re.compile(r"(?:^|(?<=\s))#.*$", re.M)
+SET = re.compile(r"--set[ \t]+([A-Za-z_][A-Za-z0-9_.]*)=")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def command_tree() -> dict[str, set[str] | None]:
+    """Top-level command name → its subcommand names (None for a plain command)."""
+    root = typer.main.get_command(app)  # a click-style group (typer may vendor its own click)
+    return {name: set(cmd.commands) if hasattr(cmd, "commands") else None
+            for name, cmd in root.commands.items()}
+
+
+def code_text(markdown: str) -> str:
+    """The text of fenced code blocks (minus shell comments) and inline code spans: prose
+    mentions ("a videotext manifest") are not commands."""
+    blocks = [COMMENT.sub("", block) for block in FENCE.findall(markdown)]
+    rest = FENCE.sub("", markdown)
+    return "\n".join(blocks + INLINE.findall(rest))
+
+
+def bad_commands(markdown: str, tree: dict[str, set[str] | None]) -> list[str]:
+    """`videotext X [Y]` uses whose X (or, for a group, Y) is not a real command."""
+    bad = []
+    for name, sub in COMMAND.findall(code_text(markdown)):
+        if name not in tree:
+            bad.append(name)
+        elif tree[name] is not None and sub not in tree[name]:
+            bad.append(f"{name} {sub}".strip())
+    return bad
+
+
+def missing_configs(markdown: str) -> list[str]:
+    out = []
+    for match in CONFIG_PATH.findall(markdown):
+        path = match.rstrip(".,:;")
+        if not (ROOT / path).exists():
+            out.append(path)
+    return out
+
+
+def unknown_set_keys(markdown: str) -> list[str]:
+    """`--set a.b=...` keys that no config has: run-config paths (data.narration.concat)
+    are followed through the dataclasses; `model.X` must be a field of some method's Config."""
+    import dataclasses
+
+    from videotext.config import RunConfig
+    from videotext.models.base import METHODS, method_class
+
+    method_class("dual")  # registers the built-in methods
+    model_keys = {f.name for cls in METHODS.values() for f in dataclasses.fields(cls.Config)}
+    out = []
+    for key in SET.findall(code_text(markdown)):
+        head, _, rest = key.partition(".")
+        if head == "model":
+            ok = rest in model_keys
+        else:
+            node, ok = RunConfig, True
+            for part in key.split("."):
+                fields = {f.name: f for f in dataclasses.fields(node)} if dataclasses.is_dataclass(node) else {}
+                if part not in fields:
+                    ok = False
+                    break
+                node = fields[part].default_factory() if callable(fields[part].default_factory) else fields[part].default
+                node = type(node) if dataclasses.is_dataclass(node) else node
+        if not ok:
+            out.append(key)
+    return out
+
+
+def broken_links(markdown: str, page: Path) -> list[str]:
+    out = []
+    for target in LINK.findall(markdown):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # http(s)://, mailto:, in-page anchors
+        path = target.split("#", 1)[0]
+        if path and not (page.parent / path).exists():
+            out.append(target)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tree() -> dict[str, set[str] | None]:
+    return command_tree()
+
+
+def test_guide_pages_exist() -> None:
+    names = {p.relative_to(ROOT / "docs").as_posix() for p in DOCS}
+    methods = {f"methods/{m}.md" for m in ("supportset", "mmt", "toco", "frozen", "coot", "dual")}
+    assert {"index.md", "features.md", "datasets/manifest.md"} | methods <= names
+
+
+def test_every_reader_format_has_a_page() -> None:
+    from videotext.data.readers import READERS
+
+    missing = [f for f in READERS if not (ROOT / "docs" / "datasets" / f"{f}.md").is_file()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_commands_configs_and_links_exist(page: Path, tree: dict[str, set[str] | None]) -> None:
+    text = page.read_text(encoding="utf-8")
+    assert bad_commands(text, tree) == [], "unknown videotext subcommands"
+    assert missing_configs(text) == [], "config paths that do not exist"
+    assert unknown_set_keys(text) == [], "--set keys that no config has"
+    assert broken_links(text, page) == [], "relative links that do not resolve"
+
+
+def test_checkers_catch_rot(tree: dict[str, set[str] | None], tmp_path: Path) -> None:
+    assert tree["dataset"] is not None and "convert" in tree["dataset"]
+    assert tree["train"] is None
+    doc = ("```bash\nvideotext frobnicate x  # a videotext manifest\nvideotext dataset explode y\n"
+           "videotext train configs/nope/missing.yaml\n.venv/bin/videotext eval RUN\n```\n"
+           "Prose about videotext search is not a command, but `videotext serve` is checked.\n"
+           "[gone](nowhere.md) [web](https://example.org/x.md) [here](#anchor)\n")
+    assert bad_commands(doc, tree) == ["frobnicate", "dataset explode"]
+    assert missing_configs(doc) == ["configs/nope/missing.yaml"]
+    sets = ("`--set data.narration.window_words=100 --set train.freeze=[x] --set model.captioning=none`"
+            " `--set data.narration.windows=1 --set model.captionning=x --set train.epochs.x=1 --set foo=1`")
+    assert unknown_set_keys(sets) == ["data.narration.windows", "model.captionning", "train.epochs.x", "foo"]
+    assert missing_configs("see configs/dual/synthetic.yaml.") == []
+    (tmp_path / "there.md").write_text("x")
+    assert broken_links(doc + "[ok](there.md#top)", tmp_path / "page.md") == ["nowhere.md"]
+
+
+def test_manifest_example_loads(tmp_path: Path) -> None:
+    from videotext.data.schema import VideoTextDataset
+
+    text = (ROOT / "docs" / "datasets" / "manifest.md").read_text(encoding="utf-8")
+    examples = [b for b in FENCE.findall(text) if '"videotext-manifest"' in b]
+    assert examples
+    (tmp_path / "manifest.json").write_text(examples[0])
+    dataset = VideoTextDataset.load(tmp_path / "manifest.json")
+    assert {k: len(v) for k, v in dataset.splits.items()} == {"train": 1, "val": 1, "test": 1}
+    assert dataset["video6"].meta["query_caption"] in dataset["video6"].captions
+    assert json.loads(examples[0])["version"] == 1
