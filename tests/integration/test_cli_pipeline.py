@@ -114,3 +114,21 @@ def test_train_and_eval_write_the_run_report(trained_run):
 def test_eval_of_a_missing_split_is_a_user_error(trained_run):
     result = invoke("eval", trained_run, "--split", "nope")
     assert result.exit_code == 2 and "no split 'nope'" in result.output
+
+
+def test_index_build_update_adds_and_drops_from_the_command_line(trained_run, tiny_synth, tmp_path):
+    from videotext.data.schema import VideoTextDataset
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    ids = [v.id for v in dataset]
+    dataset.subset(ids[:10]).save(tmp_path / "first.json")
+    dataset.subset(ids[5:12]).save(tmp_path / "second.json")
+    index_dir = tmp_path / "idx"
+    common = ["-o", index_dir, "--features", tiny_synth / "features"]
+    assert "indexed 10 videos" in invoke("index", "build", trained_run, tmp_path / "first.json", *common).output
+    result = invoke("index", "build", trained_run, tmp_path / "second.json", *common, "--update")
+    assert result.exit_code == 0, result.output
+    assert "indexed 7 videos" in result.output  # 5 kept, 2 added, 5 deleted ones dropped
+    from videotext.search.index import Index
+
+    assert sorted(e.video_id for e in Index.load(index_dir).entries()) == sorted(ids[5:12])
