@@ -7,6 +7,7 @@ run would have seen, with no sampler state to save.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any, Iterator, Sequence
 
@@ -79,9 +80,19 @@ class SeededBatches:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
         return torch.randperm(self.count, generator=generator).tolist()
 
+    shard_rank, shard_world = 0, 1  # set by `shard` under torchrun
+
+    def shard(self, rank: int, world: int) -> None:
+        """Make `batch()` return this rank's contiguous rows of each global batch (DDP)."""
+        self.shard_rank, self.shard_world = rank, world
+
     def positions(self, epoch: int, index: int) -> list[int]:
-        """Item positions of batch `index` of `epoch`."""
-        return self.order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+        """Item positions of batch `index` of `epoch` (this rank's rows of it when sharded)."""
+        rows = self.order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+        if self.shard_world > 1:
+            rank, world = self.shard_rank, self.shard_world
+            rows = rows[rank * len(rows) // world : (rank + 1) * len(rows) // world]
+        return rows
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
         raise NotImplementedError
@@ -89,6 +100,26 @@ class SeededBatches:
     def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
         for index in range(start_batch, len(self)):
             yield self.batch(epoch, index)
+
+
+TEXT_MODES = ("captions", "paragraph")
+
+
+def with_text(dataset: VideoTextDataset, mode: str = "captions") -> VideoTextDataset:
+    """The dataset whose videos' captions are the text `data.text` names.
+
+    "captions": as stored. "paragraph": each video with segments gets one caption, its
+    segment sentences in time order joined (`Video.paragraph`; ActivityNet paragraphs,
+    Support-set §4.1 / COOT §4), so caption batches and the caption↔video evaluation of
+    every method read paragraphs. Videos without segments keep their captions."""
+    if mode == "captions":
+        return dataset
+    if mode != "paragraph":
+        from videotext.errors import VideoTextError
+
+        raise VideoTextError(f"data.text: expected one of {list(TEXT_MODES)}, got {mode!r}")
+    videos = (dataclasses.replace(v, captions=[v.paragraph]) if v.segments else v for v in dataset.videos.values())
+    return VideoTextDataset(dataset.name, videos, dataset.splits, dataset.root, dataset.meta)
 
 
 class CaptionVideoBatches(SeededBatches):

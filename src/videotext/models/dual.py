@@ -19,6 +19,7 @@ from videotext.config import ConfigError
 from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
 from videotext.text import HFTextEncoder
+from videotext.train.distributed import gather_for_loss, gather_positives
 
 
 @dataclass
@@ -81,7 +82,8 @@ class DualEncoder(Method):
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         text = self.encode_text(batch["text"])
         video = self.encode_video(batch["video"])
+        text, video = gather_for_loss(text, video)  # global-batch negatives under torchrun
         sims = text @ video.T  # [B, B] cosine
         cfg = self.config
         kwargs = {"temperature": cfg.temperature} if cfg.loss == "infonce" else {"margin": cfg.margin}
-        return contrastive_loss(cfg.loss, sims, positives=batch.get("positives"), **kwargs)
+        return contrastive_loss(cfg.loss, sims, positives=gather_positives(batch.get("positives")), **kwargs)

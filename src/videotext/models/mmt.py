@@ -39,6 +39,7 @@ from videotext.models.base import Method, register
 from videotext.models.layers.gated_unit import GatedEmbeddingUnit
 from videotext.models.layers.mmt_bert import MMTBert
 from videotext.text import HFTextEncoder
+from videotext.train.distributed import gather_for_loss, gather_positives
 
 POS_AGG, POS_UNK, POS_FIRST = 0, 1, 2  # position-table rows: T_agg, T_unk, T_1 (official layout)
 
@@ -327,6 +328,8 @@ class MMT(Method):
         return (text["experts"] * text["weights"][..., None]).flatten(1)
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        sims = self.similarity(self.encode_text(batch["text"]), self.encode_video(batch["video"]))  # [B, B]
-        return contrastive_loss("max_margin", sims, positives=batch.get("positives"), margin=self.config.margin,
+        text, video = gather_for_loss(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
+        sims = self.similarity(text, video)  # [B, B] (the global batch under torchrun)
+        return contrastive_loss("max_margin", sims, positives=gather_positives(batch.get("positives")),
+                                margin=self.config.margin,
                                 normalise=self.config.loss_normalise)

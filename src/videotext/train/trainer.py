@@ -10,6 +10,13 @@
 Resume is exact: the batch order and caption choice are functions of (seed, epoch,
 position) and every RNG is saved, so a run killed at any point and resumed from its
 last checkpoint ends with the same weights as an uninterrupted run.
+
+Under `torchrun` (WORLD_SIZE > 1) the method is wrapped in DistributedDataParallel and
+rank r trains on its contiguous rows of each global batch `index` (the same global
+batches as one process with the same seed, at any world size); losses see the global
+batch (`train.global_negatives`). Rank 0 alone logs, validates, checkpoints and tests;
+the checkpoint does not depend on the world size, so a run resumes on any number of
+processes. See `videotext.train.distributed`.
 """
 from __future__ import annotations
 
@@ -25,11 +32,13 @@ import torch
 from videotext.config import RunConfig, save_config, to_plain
 from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
+from videotext.data.narration import SpanStore, text_dataset
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import _to_device
 from videotext.io import write_json
 from videotext.models.base import Method, build_method
+from videotext.train import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
 )
@@ -81,12 +90,12 @@ class RunData:
         data = config.data
         if not data.manifest:
             raise VideoTextError("data.manifest: no manifest given (set data.manifest in the config)")
-        self.dataset = VideoTextDataset.load(data.manifest)
+        self.dataset = text_dataset(VideoTextDataset.load(data.manifest), data.text, data.narration)  # captions | paragraph | narration
         self.store, self.read_features = None, None
         if not data.experts:  # methods on pixels (Frozen in Time) read no feature store
             return
         features = data.features or str(Path(data.manifest).parent / "features")
-        self.store = FeatureStore(features)
+        self.store = SpanStore(FeatureStore(features))  # keys may name a time span (narration clips)
         missing = [e for e in data.experts if e not in self.store.experts]
         if missing:
             raise VideoTextError(
@@ -113,6 +122,7 @@ class Trainer:
         self.on_step = on_step
         self.device = resolve_device(config.train.device)
         self.amp = autocast_dtype(config.train.amp, self.device)
+        self.rank, self.world = 0, 1
 
     # --- setup -----------------------------------------------------------------------
     @property
@@ -123,27 +133,56 @@ class Trainer:
         cfg = self.config
         if cfg.train.threads > 0:
             torch.set_num_threads(cfg.train.threads)
+        rank_device = dist.init_distributed(cfg.train.device, timeout_minutes=cfg.train.dist_timeout_minutes)
+        if rank_device is not None:  # under torchrun: this rank's device (cuda:LOCAL_RANK or cpu)
+            self.device = rank_device
+            self.amp = autocast_dtype(cfg.train.amp, self.device)
+        self.rank, self.world = dist.rank(), dist.world()
         seed_everything(cfg.train.seed)
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.data = RunData(cfg)
         self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims)
+        from videotext.train.init_from import apply_init  # train.init_from / train.freeze (issue 11)
+        apply_init(self.method, cfg.train, self.run_dir, self.rank, cfg.method)
         self.method.to(self.device)
         self.train_set = self.data.split(cfg.data.train_split)
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
-        self.batches = self.method.train_batches(
-            self.train_set, self.data.read_features, cfg.train.batch_size, cfg.train.seed
-        )
+        from videotext.data.mixtures import training_batches  # method.train_batches + data.mixture / narration windows
+        self.batches = training_batches(self.method, self.data, cfg, self.train_set)
         if len(self.batches) == 0:
             raise VideoTextError(
                 f"train.batch_size={cfg.train.batch_size} is larger than the number of training "
                 f"examples in split {cfg.data.train_split!r} ({len(self.train_set)} videos)"
             )
+        if self.world > 1:
+            if cfg.train.batch_size < self.world:
+                raise VideoTextError(f"train.batch_size={cfg.train.batch_size} is smaller than the world size "
+                                     f"{self.world}: every rank needs at least one row of each global batch")
+            shard_batches(self.batches, self.rank, self.world)
         self.steps_per_epoch = math.ceil(len(self.batches) / cfg.train.accumulate)
         self.total_steps = self.steps_per_epoch * cfg.train.epochs
         self.optimizer = build_optimizer(param_groups(self.method, cfg.optim.weight_decay), cfg.optim)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, self.total_steps)
         self.scaler = torch.amp.GradScaler(enabled=self.amp is torch.float16 and self.device.type == "cuda")
+        dist.set_global_negatives(cfg.train.global_negatives)
+        self.model: torch.nn.Module = self.method
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(
+                LossForward(self.method), device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=cfg.train.find_unused_parameters)
+            self._seed_rank()
+
+    def _seed_rank(self) -> None:
+        """Ranks > 0 draw their own dropout masks (as open_clip: seed + rank); rank 0 keeps the
+        single-process stream, whose state the checkpoint saves."""
+        if self.rank > 0:
+            seed_everything(self.config.train.seed + 1_000_003 * self.rank + self.state_step())
+
+    def state_step(self) -> int:
+        return int(getattr(self, "state", {}).get("step", 0))
 
     # --- the loop --------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
@@ -157,15 +196,21 @@ class Trainer:
         elif (ckpt / "last").exists() and not self.resume:
             raise VideoTextError(f"{self.run_dir}: already has checkpoints; pass --resume to continue it "
                                  f"or choose another out_dir")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, self.run_dir / "config.yaml")
-        self.log = MetricsLog(self.run_dir, keep_lines=self.state["log_lines"], purge_step=self.state["step"])
+        if self.rank == 0:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, self.run_dir / "config.yaml")
+            self.log = MetricsLog(self.run_dir, keep_lines=self.state["log_lines"], purge_step=self.state["step"])
+        else:
+            self.log = NullLog(self.state["log_lines"])
         try:
             finished = self._train_epochs(ckpt)
         finally:
             self.log.close()
         if not finished:
             return {"stopped_at_step": self.state["step"]}
+        dist.barrier()  # the last checkpoints are written
+        if self.rank > 0:
+            return {"rank": self.rank, "note": "rank 0 evaluates the test split"}
         return self.test(ckpt)
 
     def _train_epochs(self, ckpt: Path) -> bool:
@@ -174,12 +219,16 @@ class Trainer:
         self.method.train()
         for epoch in range(self.state["epoch"], cfg.train.epochs):
             start = self.state["batch"]
-            bar = _progress(range(start, len(self.batches)), self.progress, f"epoch {epoch + 1}/{cfg.train.epochs}")
+            bar = _progress(range(start, len(self.batches)), self.progress and self.rank == 0,
+                            f"epoch {epoch + 1}/{cfg.train.epochs}")
             for index in bar:
                 batch = _to_device(self.batches.batch(epoch, index), self.device)
-                parts = self._forward_backward(batch, accumulate)
                 last_of_epoch = index + 1 == len(self.batches)
-                if (index + 1) % accumulate == 0 or last_of_epoch:
+                sync = (index + 1) % accumulate == 0 or last_of_epoch
+                parts = self._forward_backward(batch, accumulate, sync)
+                if sync:
+                    if self.world > 1:  # log the mean over ranks (equal on every rank with global negatives)
+                        parts = dist.all_reduce_mean(parts)
                     self._optimizer_step()
                     self.state["step"] += 1
                     step = self.state["step"]
@@ -201,22 +250,25 @@ class Trainer:
             self._save(ckpt / "last")
             if self._patience_exhausted():
                 break
-        if self.val_set is None:  # no validation split: the last weights are the selected ones
+        if self.val_set is None and self.rank == 0:  # no validation split: the last weights are the selected ones
             save_checkpoint(ckpt / "best", self.method, self._meta(selected_by="last epoch (no validation split)"))
         return True
 
-    def _forward_backward(self, batch: dict[str, Any], accumulate: int) -> dict[str, float]:
+    def _forward_backward(self, batch: dict[str, Any], accumulate: int, sync: bool = True) -> dict[str, float]:
         autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None
                     else contextlib.nullcontext())
-        with autocast:
-            out = self.method.loss(batch)
-        loss = out["loss"]
-        if not torch.isfinite(loss.detach()).all():
-            raise TrainingDiverged(
-                f"step {self.state['step'] + 1} (epoch {self.state['epoch'] + 1}): loss is {loss.item()}; "
-                f"stopping before it corrupts a checkpoint (lower optim.lr or enable train.grad_clip)"
-            )
-        self.scaler.scale(loss / accumulate).backward()
+        # DDP: no gradient all-reduce on accumulation steps, only on the step that updates
+        no_sync = self.model.no_sync() if self.world > 1 and not sync else contextlib.nullcontext()
+        with no_sync:
+            with autocast:
+                out = self.model(batch) if self.world > 1 else self.method.loss(batch)
+            loss = out["loss"]
+            if not torch.isfinite(loss.detach()).all():
+                raise TrainingDiverged(
+                    f"step {self.state['step'] + 1} (epoch {self.state['epoch'] + 1}): loss is {loss.item()}; "
+                    f"stopping before it corrupts a checkpoint (lower optim.lr or enable train.grad_clip)"
+                )
+            self.scaler.scale(loss / accumulate).backward()
         return {k: float(v.detach()) for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
 
     def _optimizer_step(self) -> None:
@@ -230,18 +282,23 @@ class Trainer:
         self.scheduler.step()
 
     def _validate(self, ckpt: Path, epoch: int) -> None:
-        metrics = self.method.evaluate_split(self.val_set, self.data.read_features, device=self.device)
-        self.method.train()
-        value = metric_value(metrics, self.config.train.select_metric)
+        metrics, value = None, None
+        if self.rank == 0:  # the other ranks wait for the selection value
+            metrics = self.method.evaluate_split(self.val_set, self.data.read_features, device=self.device)
+            self.method.train()
+            value = metric_value(metrics, self.config.train.select_metric)
+        value = dist.broadcast_object(value)
         self.scheduler.step_metric(value)
         best = self.state["best"]
         selected = best is None or value > best
-        self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
-                        **metric_directions(metrics)})
+        if self.rank == 0:
+            self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
+                            **metric_directions(metrics)})
         self.state["stale"] = 0 if selected else self.state.get("stale", 0) + 1
         if selected:
             self.state["best"], self.state["best_step"] = value, self.state["step"]
-            save_checkpoint(ckpt / "best", self.method, self._meta(val=metrics, epoch=epoch))
+            if self.rank == 0:
+                save_checkpoint(ckpt / "best", self.method, self._meta(val=metrics, epoch=epoch))
 
     def _patience_exhausted(self) -> bool:
         """Early stop: `train.early_stop_patience` validations in a row without a new best."""
@@ -254,7 +311,10 @@ class Trainer:
                 "epoch": self.state["epoch"], "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra}
 
     def _save(self, folder: Path) -> None:
+        """Rank 0 writes the (world-size independent) checkpoint; the others only keep count."""
         self.state["log_lines"] = self.log.lines
+        if self.rank > 0:
+            return
         state = {"trainer": dict(self.state), "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(), "rng": rng_state()}
         save_checkpoint(folder, self.method, self._meta(), state)
@@ -267,6 +327,8 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         set_rng_state(state["rng"])
+        if self.world > 1:
+            self._seed_rank()
 
     # --- test, once --------------------------------------------------------------------
     def test(self, ckpt: Path) -> dict[str, Any]:
@@ -281,6 +343,42 @@ class Trainer:
         with MetricsLog(self.run_dir, keep_lines=None) as log:
             log.write({"kind": "test", "step": self.state["step"], **result})
         return result
+
+
+class LossForward(torch.nn.Module):
+    """DDP calls `forward`; a method trains through `loss(batch)`: this shim forwards to it."""
+
+    def __init__(self, method: Method):
+        super().__init__()
+        self.method = method
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return self.method.loss(batch)
+
+
+def shard_batches(batches: Any, rank: int, world: int) -> None:
+    """Make `batches.batch(epoch, index)` return rank `rank`'s rows of global batch `index`."""
+    if hasattr(batches, "shard"):
+        batches.shard(rank, world)
+    elif hasattr(batches, "sources"):  # e.g. Frozen's alternating video / image batches
+        for source in batches.sources:
+            shard_batches(source, rank, world)
+    else:
+        raise VideoTextError(f"{type(batches).__name__}: these training batches cannot be sharded over "
+                             f"{world} processes (they need a `shard(rank, world)` method)")
+
+
+class NullLog:
+    """The metrics log of ranks > 0: counts lines as rank 0 does, writes nothing."""
+
+    def __init__(self, lines: int = 0):
+        self.lines = lines
+
+    def write(self, entry: dict[str, Any]) -> None:
+        self.lines += 1
+
+    def close(self) -> None:
+        pass
 
 
 class MetricsLog:

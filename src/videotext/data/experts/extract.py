@@ -321,17 +321,36 @@ def extract_features(
     a script calling this with `workers > 0` needs an `if __name__ == "__main__":` guard.
     `shard=(rank, world_size)` processes every world_size-th video from `rank`; ranks
     may share `out_dir` (each writes its own parts; merges take a file lock).
+
+    Under `torchrun` (WORLD_SIZE > 1, `shard` not given) the ranks split the videos
+    (rank r takes videos r::R), each writes its own part files, and rank 0 merges them
+    after a barrier; every rank returns the summed summary once the store is merged. A
+    rank that crashed is redone alone on restart: finished parts count as done.
     """
+    from videotext.train import distributed as dist
+
     started = time.time()
+    ranks = shard is None and dist.env_world_size() > 1
+    if ranks:  # torchrun: join the group (a long timeout: ranks finish their shards at different times)
+        rank_device = dist.init_distributed(device, timeout_minutes=24 * 60)
+        device = str(rank_device) if rank_device is not None and device.startswith("cuda") else device
+        shard = (dist.rank(), dist.world())
+    main = not ranks or dist.is_main()
     built = build_experts(experts, rate=rate, batch_size=batch_size, device=device, options=options)
     store = FeatureStore(out_dir)
     log = failures if isinstance(failures, FailureLog) else FailureLog(failures or Path(out_dir) / "failures.jsonl")
-    writers: dict[str, FeatureWriter] = {
-        name: store.writer(name, e.dim, e.config(), dtype=dtype, flush_every=flush_every, overwrite=overwrite)
-        for name, e in built.items()
-    }
-    for writer in writers.values():
-        writer.commit()  # fold in parts a killed run left behind
+
+    def open_writers(fresh: bool) -> dict[str, FeatureWriter]:
+        return {name: store.writer(name, e.dim, e.config(), dtype=dtype, flush_every=flush_every, overwrite=fresh)
+                for name, e in built.items()}
+
+    writers = open_writers(overwrite) if main else {}
+    if main:
+        for writer in writers.values():
+            writer.commit()  # fold in parts a killed run left behind
+    if ranks:
+        dist.barrier()  # rank 0 has cleared (overwrite) or merged the store
+        writers = writers or open_writers(False)
     done = {name: writer.done_keys() for name, writer in writers.items()}
     stats = {name: {"done": 0, "skipped": 0, "failed": 0, "missing": 0, "seconds": 0.0} for name in built}
     items = resolve_source(source)
@@ -382,7 +401,15 @@ def extract_features(
     finally:  # whatever happened, what was stored so far becomes part of the store
         bar.close()
         for writer in writers.values():
-            writer.commit()
+            writer.flush() if ranks else writer.commit()
+    if ranks:  # every rank's parts are written: rank 0 merges them, then all see the store
+        dist.barrier()
+        if main:
+            for writer in writers.values():
+                writer.commit()
+        dist.barrier()
+        store.close()
+        totals, stats = _sum_over_ranks(totals, stats)
     wall = time.time() - started
     for entry in stats.values():
         entry["videos_per_s"] = entry["done"] / entry["seconds"] if entry["seconds"] > 0 else None
@@ -390,6 +417,15 @@ def extract_features(
         **totals, "seconds": wall, "videos_per_s": totals["done"] / wall if wall > 0 else None,
         "experts": stats, "store": str(store.root), "failures": str(log.path),
     }
+
+
+def _sum_over_ranks(totals: dict[str, Any], stats: dict[str, dict[str, Any]]) -> tuple[dict, dict]:
+    """Add up the counts of every rank (torchrun extraction)."""
+    from videotext.train import distributed as dist
+
+    gathered = dist.all_gather_object((totals, stats))
+    add = lambda dicts: {k: sum(d[k] for d in dicts) for k in dicts[0]}  # noqa: E731
+    return add([t for t, _ in gathered]), {name: add([s[name] for _, s in gathered]) for name in stats}
 
 
 def _store(decoded: Decoded, writers: dict[str, FeatureWriter], log: FailureLog,
