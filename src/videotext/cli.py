@@ -141,11 +141,13 @@ def train(
     seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds: run once per seed and report mean ± std."),
     progress: bool = typer.Option(True, help="Show progress bars."),
     report: bool = typer.Option(True, help="Write run_dir/report/index.html after the test evaluation."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Start from this run's best weights (model only; = train.init_from)."),
 ) -> None:
     """Train a method; select on validation; evaluate the test split once at the end."""
     from videotext.config import load_config
     from videotext.train.trainer import Trainer
 
+    set_ = list(set_ or []) + ([f"train.init_from={init_from.resolve()}"] if init_from else [])
     cfg = load_config(config, list(set_ or []))
     run_dir = Path(out or cfg.out_dir)
     if not seeds:
@@ -199,6 +201,7 @@ def eval_command(
     split: str = typer.Option("test", help="Split to evaluate."),
     checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
     report: bool = typer.Option(True, help="Write run_dir/report/index.html for this split."),
+    data_config: Optional[Path] = typer.Option(None, "--data", help="Zero-shot: evaluate on this config's data section (another dataset)."),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.inference import load_model
@@ -206,6 +209,11 @@ def eval_command(
     from videotext.train.trainer import RunData
 
     model = load_model(run_dir, checkpoint)
+    if data_config is not None:  # zero-shot on another dataset (issue 11)
+        from videotext.train.init_from import zero_shot_config
+
+        model.config, report = zero_shot_config(model, data_config, checkpoint), False
+        checkpoint = f"{checkpoint}_on_{data_config.stem}"
     data = RunData(model.config)
     if split not in data.dataset.splits:
         raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
@@ -282,11 +290,12 @@ def index_build(
     source: Path = typer.Argument(..., help="A folder of videos or a manifest.json."),
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
     features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
+    update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, drop deleted ones."),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
 
-    index = load_model(run_dir).build_index(source, out, features_dir=features)
+    index = load_model(run_dir).build_index(source, out, features_dir=features, update=update)
     typer.echo(f"indexed {len(index)} videos → {out}")
 
 
@@ -325,10 +334,11 @@ def serve(
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes queries (default: the index's)."),
 ) -> None:
     """Serve the search API and web page for an index (http://HOST:PORT/)."""
-    from videotext.search.service import serve as run_server
+    from videotext.search.service import create_app, serve as run_server
 
-    typer.echo(f"serving {index} on http://{host}:{port}/  (API schema: /openapi.json)")
-    run_server(index, run_dir, host=host, port=port)
+    app = create_app(index, run_dir)
+    typer.echo(f"serving {len(app.state.index)} entries of {index} on http://{host}:{port}/  (schema: /openapi.json)")
+    run_server(app, host=host, port=port)
 
 
 @app.command()

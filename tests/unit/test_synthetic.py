@@ -279,3 +279,41 @@ def test_render_video_parameters_and_fingerprint(tmp_path, specs):
     assert not is_rendered(spec, path, size=128, fps=8)  # other parameters: render again
     assert not is_rendered(specs["synth000006"], path, size=64, fps=4)  # other content
     assert not is_rendered(spec, tmp_path / "missing.mp4")
+
+
+# --- the noisy narration track (issue 11) ------------------------------------------------------
+def test_narration_track_is_noisy_loosely_aligned_and_deterministic(built, specs):
+    from videotext.data.synthetic.narration import FILLERS, JITTER_S, UNRELATED, filler_share, narrate
+
+    out, dataset = built
+    assert all(not v.speech for v in dataset)  # off by default: the manifest has no speech
+    lines = {vid: narrate(spec, DURATION, SEED) for vid, spec in specs.items()}
+    assert lines == {vid: narrate(spec, DURATION, SEED) for vid, spec in specs.items()}  # deterministic
+    assert lines != {vid: narrate(spec, DURATION, SEED + 1) for vid, spec in specs.items()}
+    on_topic, shifts = [], []
+    for vid, spec in specs.items():
+        speech = lines[vid]
+        assert len(speech) == len(spec.events)
+        assert [s.start for s in speech] == sorted(s.start for s in speech)
+        assert all(0 <= s.start < s.end <= DURATION for s in speech)
+        for line in speech:
+            if line.sentence not in UNRELATED:
+                on_topic.append(line.sentence)
+                assert 0.3 <= filler_share(line.sentence) <= 0.5
+        events = sorted(e.start for e in spec.events)
+        shifts += [min(abs(s.start - e) for e in events) for s in speech]
+    assert max(shifts) <= JITTER_S + 1e-6 and np.mean(shifts) > 0.2  # misaligned, by at most the jitter
+    assert 0.6 < len(on_topic) / sum(map(len, lines.values())) < 0.95  # ~20 % of lines are off-topic
+    assert len({w for t in on_topic for w in t.split()} & set(FILLERS)) > 10  # varied fillers
+
+
+def test_synthesize_with_narration_only_adds_speech(built, tmp_path):
+    out, dataset = built
+    shutil.copytree(out / "videos", tmp_path / "videos")  # rendered already: only the manifest is new
+    narrated = synthesize(tmp_path, N, SEED, workers=1, progress=False, narration=True)
+    assert narrated.meta["narration"]["jitter_s"] == 1.5
+    for video in dataset:
+        other = narrated[video.id]
+        assert other.speech and other.captions == video.captions and other.segments == video.segments
+    again = VideoTextDataset.load(tmp_path / "manifest.json")
+    assert again[video.id].speech == narrated[video.id].speech

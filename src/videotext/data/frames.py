@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from videotext.data.loaders import SeededBatches
+from videotext.data.mixtures import MixtureBatches
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.data.video import center_crop, normalize, pick_frames, read_frames, resize_short, to_tensor
 from videotext.errors import VideoTextError
@@ -193,34 +194,16 @@ class FrameBatches(SeededBatches):
         return {"video": {"frames": frames_tensor, "video_ids": ids}, "text": self.prepare_text(texts), "video_ids": ids}
 
 
-class AlternatingBatches:
+class AlternatingBatches(MixtureBatches):
     """Joint image-video training (§3.2): alternate video and image batches.
 
     Batch 2k is the k-th video batch and 2k+1 the k-th image batch while both last; the
-    longer source then continues alone. Each source shuffles with its own seed.
+    longer source then continues alone. Each source shuffles with its own seed. This is
+    the `alternate` mode of the shared `data.mixtures.MixtureBatches`.
     """
 
     def __init__(self, video: FrameBatches, image: FrameBatches):
-        self.sources = (video, image)
-
-    def __len__(self) -> int:
-        return sum(len(s) for s in self.sources)
-
-    def locate(self, index: int) -> tuple[int, int]:
-        """Batch position → (source 0 = video / 1 = image, index in that source)."""
-        both = 2 * min(len(s) for s in self.sources)
-        if index < both:
-            return index % 2, index // 2
-        longer = 0 if len(self.sources[0]) > len(self.sources[1]) else 1
-        return longer, index - both + both // 2
-
-    def batch(self, epoch: int, index: int) -> dict[str, Any]:
-        which, inner = self.locate(index)
-        return self.sources[which].batch(epoch, inner)
-
-    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
-        for index in range(start_batch, len(self)):
-            yield self.batch(epoch, index)
+        super().__init__((video, image), "alternate")
 
 
 def eval_video_batches(dataset: VideoTextDataset, source: FrameSource, frames: int,

@@ -77,6 +77,7 @@ def synthesize(
     fps: int = DEFAULT_FPS,
     duration: float = DEFAULT_DURATION,
     sample_rate: int = DEFAULT_SAMPLE_RATE,
+    narration: bool = False,
 ) -> VideoTextDataset:
     """Render `num_videos` synthetic videos to ``out_dir/videos/<id>.mp4`` and write
     ``out_dir/manifest.json``; return the dataset.
@@ -87,6 +88,9 @@ def synthesize(
     only renders the new videos. The manifest is written last: its presence means done.
     Each mp4 is H.264 baseline yuv420p + mono AAC; AAC pads the decoded audio to whole
     1024-sample frames, so it runs up to ~0.1 s longer than the video (see `render`).
+    With `narration`, every video also gets a noisy spoken track as its `speech`
+    segments (`synthetic.narration`: jittered in time, partly filler or off-topic); off,
+    the manifest is byte-identical to one written without the option.
     """
     _check(num_videos, size, fps, duration, sample_rate, workers)
     try:
@@ -118,6 +122,11 @@ def synthesize(
 
     real_duration = frame_count(duration, fps) / fps
     videos = [s.to_video(f"{VIDEO_DIR}/{s.id}.mp4", real_duration) for s in specs]
+    if narration:
+        from videotext.data.synthetic.narration import narrate
+
+        for spec, video in zip(specs, videos):
+            video.speech = narrate(spec, real_duration, seed)
     meta = {
         "generator": "videotext.data.synthetic",
         "version": SYNTH_VERSION,
@@ -133,6 +142,10 @@ def synthesize(
         "tones_hz": dict(SHAPE_TONES_HZ),
         "actions": list(ACTIONS),
     }
+    if narration:
+        from videotext.data.synthetic.narration import narration_meta
+
+        meta["narration"] = narration_meta()
     dataset = VideoTextDataset(DATASET_NAME, videos, splits, root=out, meta=meta)
     dataset.save(out / MANIFEST)
     return dataset
