@@ -136,7 +136,7 @@ class _Reader:
 class _Text:
     dim = 12
 
-    def batch(self, paragraphs):
+    def batch(self, paragraphs, keys=None):
         items = [(np.ones((sum(len(s.split()) for s in p), 12)), [np.ones((len(s.split()), 12)) for s in p])
                  for p in paragraphs]
         return collate_hierarchy(items, 12, "word")

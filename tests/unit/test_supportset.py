@@ -232,3 +232,22 @@ def test_no_captioning_means_no_decoder_and_pure_triplet():
 def test_bad_config_values_are_named(key, value):
     with pytest.raises(ConfigError, match=f"model.{key}"):
         build_method("supportset", {key: value}, expert_dims=DIMS)
+
+
+def test_data_text_paragraph_makes_the_joined_segments_the_one_caption():
+    from videotext.data.loaders import CaptionVideoBatches, with_text
+    from videotext.data.schema import Segment, Video, VideoTextDataset
+    from videotext.errors import VideoTextError
+
+    videos = [Video("a", duration=9.0, segments=[Segment(4, 8, "then it spins."), Segment(0, 3, "A ball rolls.")]),
+              Video("b", captions=["a plain caption"])]
+    data = VideoTextDataset("t", videos, {"train": ["a", "b"]})
+    para = with_text(data, "paragraph")
+    assert para["a"].captions == ["A ball rolls. then it spins."]  # time order, not file order
+    assert para["b"].captions == ["a plain caption"] and para.splits == data.splits
+    assert data["a"].captions == [] and with_text(data, "captions") is data  # the input is not modified
+    batches = CaptionVideoBatches(para.split("train"), lambda key: {}, lambda texts: texts, 2, seed=0)
+    batches.read_features = type("R", (), {"experts": [], "__call__": lambda self, k: {}})()
+    assert sorted(batches.batch(0, 0)["text"]) == ["A ball rolls. then it spins.", "a plain caption"]
+    with pytest.raises(VideoTextError, match="data.text"):
+        with_text(data, "sentences")

@@ -161,3 +161,56 @@ def test_caption_videos_matches_the_method_on_stored_features(tiny_synth, tmp_pa
     result = evaluate_run_captioning(run, split="test", beam_size=1, meteor=False, device="cpu")
     assert result["n_videos"] == len(dataset.split("test")) and 0 <= result["metrics"]["bleu4"] <= 100
     assert (run / "report" / "captioning.json").is_file()
+
+
+# --- the run-report hook ------------------------------------------------------------------
+class _Store:
+    """In-memory stand-in for a FeatureStore: 6 videos, experts a [4, 3] and m [2, 2]."""
+
+    def __init__(self):
+        g = torch.Generator().manual_seed(0)
+        self.data = {(e, f"v{i}"): torch.randn(n, d, generator=g).numpy()
+                     for i in range(6) for e, (n, d) in {"a": (4, 3), "m": (2, 2)}.items()}
+
+    def dim(self, expert):
+        return {"a": 3, "m": 2}[expert]
+
+    def has(self, expert, key):
+        return (expert, key) in self.data
+
+    def get(self, expert, key):
+        values = self.data[(expert, key)]
+        return values, torch.arange(len(values)).numpy()
+
+
+def test_report_extras_scores_captions_in_one_call_and_plots_the_attention(tmp_path, monkeypatch):
+    import videotext.eval.captioning as captioning
+    from videotext.data.loaders import VideoFeatures
+    from videotext.data.schema import Video, VideoTextDataset
+    from videotext.models.base import build_method
+
+    calls = []
+
+    def no_java(predictions, references, meteor=True):  # count the calls; skip the JVM
+        calls.append(meteor)
+        return {**caption_metrics(predictions, references, meteor=False), "meteor": 12.5}
+
+    monkeypatch.setattr(captioning, "caption_metrics", no_java)
+    videos = [Video(f"v{i}", captions=[f"a red circle number {i}", "a shape moves"]) for i in range(6)]
+    data = VideoTextDataset("t", videos, {"test": [v.id for v in videos]})
+    torch.manual_seed(0)
+    model = build_method("supportset", {"embed_dim": 16, "ffn_dim": 32, "decoder_dim": 16, "decoder_ffn_dim": 32,
+                                        "freeze_text": True, "max_caption_tokens": 6, "report_beam_size": 2},
+                         expert_dims={"a": 3, "m": 2})
+    extras = model.report_extras(data, VideoFeatures(_Store(), ["a", "m"], 10), tmp_path)
+    assert calls == [True]  # one METEOR call for the whole split
+    (caption, table), = extras["tables"].items()
+    assert caption.startswith("captioning (beam 2, 6 videos") and set(table["captioning"]) == {
+        "bleu4", "meteor", "rouge_l", "cider"}
+    assert table["captioning"]["meteor"] == 12.5
+    (png, text), = extras["figures"]
+    assert png == tmp_path / "support_attention.png" and png.stat().st_size > 1000 and "Fig. 3" in text
+    assert (tmp_path / "captioning.json").is_file()
+    no_decoder = build_method("supportset", {"embed_dim": 16, "ffn_dim": 32, "captioning": "none",
+                                             "freeze_text": True}, expert_dims={"a": 3, "m": 2})
+    assert no_decoder.report_extras(data, None, tmp_path) == {}

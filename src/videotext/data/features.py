@@ -453,8 +453,11 @@ def import_features(
       else the only array (ActivityNet's `v_<id>.npz` uses `array="frame_scores"`); an
       optional `timestamps` array is used as is;
     - one `.npz` file holding one array per video key;
-    - one `.h5` file with a dataset per video key (COOT's `<name>.h5`), or a group per
-      key with `features` (+ `timestamps`), as this store writes;
+    - one `.h5` file with a dataset per video key (COOT's video features `<name>.h5`), or a
+      group per key with `features` (+ `timestamps`), as this store writes; COOT's text
+      features `<name>.h5` ([tokens, D] per paragraph, last two BERT layers) come with
+      `<name>_sentence_splits.json` (tokens per sentence): the timestamps then hold each
+      token's sentence index (the layout `videotext.data.hierarchy.StoredParagraphFeatures` reads);
     - a folder of per-video `.h5` files (MMT's ECCV layout) with `array` naming the
       dataset (e.g. `features.s3d`); `features_t.<expert>` [T, 2] gives start times;
     - one `.pkl`/`.pickle`, or a `.npy` holding a dict, mapping key → [T, D] (MMT's
@@ -531,9 +534,13 @@ def _iter_source(src: Path, array: str | None, expert: str) -> Iterator[tuple[st
             for key in data.files:
                 yield key, _guard(lambda k=key: data[k])
     elif suffix in (".h5", ".hdf5"):
+        splits = _coot_sentence_splits(src)
         with _open_h5(src) as handle:
             for name in handle.keys():
-                yield decode_key(name), _guard(lambda n=name: _h5_item(handle[n]))
+                if splits is not None:  # COOT text features: [tokens, D] + sentence lengths
+                    yield decode_key(name), _guard(lambda n=name: _coot_text_item(handle, n, splits))
+                else:
+                    yield decode_key(name), _guard(lambda n=name: _h5_item(handle[n]))
     elif suffix in (".pkl", ".pickle", ".npy"):
         mapping = _load_mapping(src)
         for key, value in mapping.items():
@@ -576,6 +583,34 @@ def _mmt_h5_entry(path: Path, array: str | None, expert: str) -> Any:
         if times_name != name and times_name in handle:
             return features, np.asarray(handle[times_name][()])
         return features
+
+
+def _coot_sentence_splits(src: Path) -> dict[str, list[int]] | None:
+    """COOT's `<name>_sentence_splits.json` next to a text feature file `<name>.h5`, if any:
+    {key: tokens per sentence}; the tokens of a paragraph are the sentences back to back."""
+    path = src.with_name(f"{src.stem}_sentence_splits.json")
+    if not path.is_file():
+        return None
+    try:
+        splits = json.loads(path.read_text(encoding="utf8"))
+    except (OSError, ValueError) as exc:
+        raise DataFormatError(path, None, f"cannot read sentence splits ({exc})") from None
+    if not isinstance(splits, dict):
+        raise DataFormatError(path, None, "expected a JSON object of key → list of sentence lengths")
+    return splits
+
+
+def _coot_text_item(handle: h5py.File, name: str, splits: dict[str, list[int]]) -> Any:
+    """(token features [T, D], sentence index of each token [T]): the store's timestamps
+    of a paragraph expert are sentence indices, so the split survives the import."""
+    features = np.asarray(handle[name][()])
+    key = decode_key(name)
+    lengths = splits.get(key, splits.get(name))
+    if lengths is None:
+        raise KeyError(f"{key!r} has no entry in the sentence splits file")
+    if sum(lengths) != len(features) or min(lengths, default=0) < 1:
+        raise ValueError(f"{key!r}: sentence lengths {lengths} do not add up to its {len(features)} tokens")
+    return features, np.repeat(np.arange(len(lengths), dtype=np.float64), lengths)
 
 
 def _h5_item(item: h5py.Dataset | h5py.Group) -> Any:

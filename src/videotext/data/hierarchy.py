@@ -10,14 +10,15 @@ least 10 frames (COOT supp. "Preprocessing").
 
 Text side: the paragraph is fed whole to a frozen BERT-family model; the per-token
 outputs of its last two layers are concatenated (COOT §4 "Text encoding") and split
-back into sentences. Features are cached per paragraph (the model is frozen).
+back into sentences. Features are cached per paragraph (the model is frozen), or
+precomputed into a FeatureStore expert (`precompute_paragraph_features`, or COOT's
+own text h5 through `videotext import-features`) and read by `StoredParagraphFeatures`.
 
 Batches are pure functions of (seed, epoch, index): the order and the frame draws
 come from generators seeded with those values.
 """
 from __future__ import annotations
 
-import os
 import random
 import re
 from collections import OrderedDict
@@ -28,6 +29,7 @@ import torch
 
 from videotext.data.loaders import SeededBatches
 from videotext.data.schema import Video, VideoTextDataset
+from videotext.errors import VideoTextError
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 
@@ -201,18 +203,12 @@ class ParagraphTokenFeatures:
     into sentences: the last `layers` hidden states concatenated (COOT §4: last 2)."""
 
     def __init__(self, model_path: str = "", layers: int = 2, max_tokens: int = 512, batch_size: int = 32):
-        from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        from videotext.text.encoder import HFTextEncoder
 
-        from videotext.text.encoder import default_text_model_path
-
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        hf_logging.set_verbosity_error()
-        self.path = model_path or default_text_model_path()
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        self.model = AutoModel.from_pretrained(self.path).eval().requires_grad_(False)
+        self.encoder = HFTextEncoder(model_path, freeze=True, max_tokens=max_tokens).eval()
+        self.path, self.tokenizer, self.model = self.encoder.path, self.encoder.tokenizer, self.encoder.model
         self.layers, self.max_tokens, self.batch_size = layers, max_tokens, batch_size
-        self.dim = layers * int(self.model.config.hidden_size)
+        self.dim = layers * self.encoder.hidden_size
         self.cache: dict[tuple[str, ...], list[np.ndarray]] = {}
 
     def _ids(self, sentences: Sequence[str]) -> tuple[list[int], list[tuple[int, int]]]:
@@ -243,19 +239,84 @@ class ParagraphTokenFeatures:
             for i, (ids, _) in enumerate(encoded):
                 input_ids[i, : len(ids)] = torch.tensor(ids)
                 mask[i, : len(ids)] = 1
-            out = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-            states = torch.cat(out.hidden_states[-self.layers :], dim=-1).float().numpy()  # [b, L, dim]
+            layers = tuple(range(-self.layers, 0))  # e.g. (-2, -1): the last two, concatenated
+            states = self.encoder.hidden_states({"input_ids": input_ids, "attention_mask": mask}, layers)
+            states = states.float().numpy()  # [b, L, dim]
             for i, (key, (_, spans)) in enumerate(zip(chunk, encoded)):
                 self.cache[key] = [states[i, a:b].copy() for a, b in spans]
         return [self.cache[k] for k in keys]
 
-    def batch(self, paragraphs: Sequence[Sequence[str]]) -> dict[str, Any]:
+    def batch(self, paragraphs: Sequence[Sequence[str]], keys: Sequence[str] | None = None) -> dict[str, Any]:
         """Paragraphs → {"words" [B, L, D] (all sentence tokens), "word_mask", "group_words",
-        "group_word_mask", "group_counts", "sentences"}."""
+        "group_word_mask", "group_counts", "sentences"}. `keys` (video keys) are unused here."""
         items = [(np.concatenate(sents, 0), sents) for sents in self(paragraphs)]
         out: dict[str, Any] = collate_hierarchy(items, self.dim, prefix="word")
         out["sentences"] = [list(p) for p in paragraphs]
         return out
+
+
+class StoredParagraphFeatures:
+    """Paragraph token features precomputed into a FeatureStore expert, one entry per video
+    key: features [T, D] with timestamps = the sentence index of each token (the layout of
+    `precompute_paragraph_features` and of COOT's imported text h5 + sentence splits).
+
+    Paragraphs without a stored entry (free-text queries) go through `fallback`
+    (a `ParagraphTokenFeatures` of the same model), when given."""
+
+    def __init__(self, store: Any, expert: str, fallback: Any = None):
+        self.store, self.expert, self.fallback = store, expert, fallback
+        if expert not in store.experts:
+            raise VideoTextError(f"model.text_features: no expert {expert!r} in {store.root} (have {store.experts}); "
+                                 f"write it with videotext.data.hierarchy.precompute_paragraph_features or "
+                                 f"`videotext import-features` of COOT's text h5")
+        self.dim = int(store.dim(expert))
+
+    def sentences(self, key: str, count: int) -> list[np.ndarray]:
+        features, index = self.store.get(self.expert, key)
+        index = np.asarray(index).astype(np.int64)
+        parts = [features[index == i] for i in range(int(index.max()) + 1)] if len(index) else []
+        if len(parts) != count or any(len(p) == 0 for p in parts):
+            raise VideoTextError(f"{self.store.path(self.expert)}: {key!r} has {len(parts)} stored sentences, "
+                                 f"its paragraph has {count}")
+        return parts
+
+    def batch(self, paragraphs: Sequence[Sequence[str]], keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """Same output as `ParagraphTokenFeatures.batch`, read from the store by video key."""
+        keys = list(keys) if keys is not None else [None] * len(paragraphs)
+        todo = [i for i, k in enumerate(keys) if k is None or not self.store.has(self.expert, k)]
+        if todo and self.fallback is None:
+            raise VideoTextError(f"model.text_features={self.expert!r}: no stored features for {keys[todo[0]]!r}")
+        computed = dict(zip(todo, self.fallback([paragraphs[i] for i in todo]))) if todo else {}
+        items = []
+        for i, (paragraph, key) in enumerate(zip(paragraphs, keys)):
+            sents = computed[i] if i in computed else self.sentences(key, len(paragraph))
+            items.append((np.concatenate(sents, 0), sents))
+        out: dict[str, Any] = collate_hierarchy(items, self.dim, prefix="word")
+        out["sentences"] = [list(p) for p in paragraphs]
+        return out
+
+
+def precompute_paragraph_features(dataset: VideoTextDataset, store: Any, expert: str = "text_paragraph",
+                                  model_path: str = "", layers: int = 2, max_tokens: int = 512,
+                                  overwrite: bool = False) -> int:
+    """Run the frozen text model once over every video's paragraph (its segment sentences)
+    and write the per-token features (last `layers` hidden layers concatenated, COOT §4)
+    into `store` as `expert`; returns the number of videos written."""
+    features = ParagraphTokenFeatures(model_path, layers, max_tokens)
+    writer = store.writer(expert, features.dim, {"text_model": features.path, "layers": layers,
+                                                  "timestamps": "sentence index of each token"},
+                          dtype="float32", overwrite=overwrite)
+    done = writer.done_keys()
+    count = 0
+    for video in dataset:
+        if video.key in done:
+            continue
+        sents = features([paragraph_sentences(video)])[0]
+        index = np.repeat(np.arange(len(sents), dtype=np.float64), [len(x) for x in sents])
+        writer.add(video.key, np.concatenate(sents, 0), index)
+        count += 1
+    writer.commit()
+    return count
 
 
 # --- batches ----------------------------------------------------------------------
@@ -281,7 +342,7 @@ class HierarchyBatches(SeededBatches):
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
         videos = [self.videos[i] for i in self.positions(epoch, index)]
         video = self.video_reader.batch(videos, [_rng(self.seed, epoch, v.id) for v in videos])
-        text = self.text_features.batch([paragraph_sentences(v) for v in videos])
+        text = self.text_features.batch([paragraph_sentences(v) for v in videos], keys=[v.key for v in videos])
         return {"video": video, "text": text, "video_ids": [v.id for v in videos]}
 
 

@@ -27,6 +27,7 @@ from torch import nn
 from videotext.config import ConfigError
 from videotext.losses.coot import alignment_loss, cluster_loss, cycle_consistency_loss
 from videotext.models.base import Method, register
+from videotext.train.distributed import gather_for_loss
 
 MASK_VALUE = -32752.0  # official INF: a finite fill keeps all-padding rows finite (uniform)
 
@@ -53,6 +54,7 @@ class CootConfig:
     text_layers: int = 2  # §4 "Text encoding": last 2 layers, concatenated
     text_feature_dim: int = 0  # 0 = text_layers × hidden size of text_model
     max_text_tokens: int = 512  # word pieces per paragraph
+    text_features: str = ""  # FeatureStore expert of precomputed paragraph token features ("" = run the model)
     margin: float = 0.2  # §4: α = α_g = β = γ = η = 0.2
     loss_normalise: str = "entries"  # entries (official, ÷N²) | positives | sum (eq. 2 literally)
     cmc_weight: float = 0.01  # λ: 0.01 ActivityNet, 0.001 YouCook2 (supp.)
@@ -343,6 +345,7 @@ class Coot(Method):
         text = self.encode_text_hierarchy(batch["text"])
         if not torch.equal(batch["video"]["group_counts"].cpu(), batch["text"]["group_counts"].cpu()):
             raise ValueError("coot: each video needs as many clips as its paragraph has sentences")
+        video, text = gather_for_loss(video, text)  # global-batch negatives under torchrun
         m, norm = cfg.margin, cfg.loss_normalise
         parts = {
             "align_low": alignment_loss(video["low"], text["low"], m, norm),
@@ -370,15 +373,53 @@ class Coot(Method):
                 standardise_experts=self.config.standardise_experts))
         return readers[id(read_features)][1]
 
+    def text_source(self, read_features: Any) -> Any:
+        """Where paragraph token features come from: the run's FeatureStore expert
+        `model.text_features` (precomputed / imported, §4 "Text encoding"), else the model."""
+        if not self.config.text_features or read_features is None:
+            return self.text_features
+        from videotext.data.hierarchy import StoredParagraphFeatures
+
+        sources = self.__dict__.setdefault("_text_sources", {})
+        if id(read_features) not in sources:
+            stored = StoredParagraphFeatures(read_features.store, self.config.text_features, fallback=None)
+            expected = self.text_local.norm_input.weight.shape[0]
+            if stored.dim != expected:
+                raise ConfigError(f"model.text_features={self.config.text_features!r}: {stored.dim}-d features, "
+                                  f"the model expects {expected} (model.text_feature_dim)")
+            sources[id(read_features)] = (read_features, stored)
+        return sources[id(read_features)][1]
+
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
         from videotext.data.hierarchy import HierarchyBatches
 
-        return HierarchyBatches(dataset, self.video_reader(read_features), self.text_features, batch_size, seed)
+        return HierarchyBatches(dataset, self.video_reader(read_features), self.text_source(read_features),
+                                batch_size, seed)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
         from videotext.data.hierarchy import hierarchy_video_batches
 
         return hierarchy_video_batches(dataset, self.video_reader(read_features), batch_size)
+
+    # --- evaluation hooks ----------------------------------------------------------------
+    def evaluate_split(self, dataset: Any, read_features: Any, device: Any = "cpu") -> dict[str, Any]:
+        """Multi-caption t2v/v2t + paragraph↔video and sentence↔clip (§4) + the selection sums.
+
+        "selection.r1_sum" is the official criterion (`det_best_field: val_score_at_1`):
+        R@1 video→paragraph + R@1 paragraph→video; "selection.clip_sent_r1_sum" is the
+        clip↔sentence one (`val_clip_sent_score_at_1`)."""
+        out = super().evaluate_split(dataset, read_features, device=device)
+        hierarchy = evaluate_hierarchy(self, dataset, read_features, device=device)
+        out.update(hierarchy)
+        out["n_videos"] = hierarchy["n_videos"]
+        out["selection"] = selection_scores(hierarchy)
+        return out
+
+
+def selection_scores(hierarchy: dict[str, Any]) -> dict[str, float]:
+    """COOT's model-selection sums of validation R@1 (official trainer, `validate_epoch`)."""
+    return {"r1_sum": float(hierarchy["par2vid"]["R1"] + hierarchy["vid2par"]["R1"]),
+            "clip_sent_r1_sum": float(hierarchy["sent2clip"]["R1"] + hierarchy["clip2sent"]["R1"])}
 
 
 @torch.inference_mode()
@@ -406,9 +447,11 @@ def evaluate_hierarchy(method: Coot, dataset: Any, read_features: Any, batch_siz
                 clip_keys.extend((vid, i) for i in range(count))
         paragraphs, sentences, sentence_keys = [], [], []
         items = [(v.id, paragraph_sentences(v)) for v in dataset]
+        keys = [v.key for v in dataset]
+        source = method.text_source(read_features)
         for start in range(0, len(items), batch_size):
             chunk = items[start : start + batch_size]
-            text_batch = _to_device(method.prepare_paragraphs([s for _, s in chunk]), device)
+            text_batch = _to_device(source.batch([s for _, s in chunk], keys=keys[start : start + batch_size]), device)
             out = method.encode_text_hierarchy(text_batch)
             paragraphs.append(F.normalize(out["paragraph"], dim=-1).cpu())
             sentences.append(F.normalize(out["low"], dim=-1).cpu())

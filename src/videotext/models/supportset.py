@@ -3,8 +3,8 @@
 Video (§3.2, appendix 6.1): per-second expert features concatenated (early fusion) →
 pre-encoder f (1D CNN, kernels [2, 3, 4, 6]; or a one-layer MLP) → two transformer
 pooling layers (eq. 4) → the first output vector c_v. Text: per-token features of a
-BERT-family encoder (MiniLM here; T5 in the paper) → bidirectional GRU → the same kind
-of pooling head → c_t. Retrieval scores are cosines.
+BERT-family or T5 encoder by path (MiniLM default here; T5 in the paper) → bidirectional
+GRU → the same kind of pooling head → c_t. Retrieval scores are cosines.
 
 Loss (§3.1): hardest-negative triplet (eq. 1, α = 0.2) + λ · cross-captioning (eq. 3,
 λ = 10): a caption decoder reconstructs each caption from the support-set mixture
@@ -34,11 +34,15 @@ from videotext.models.layers.pooling_head import (
     BiGRUPreEncoder, MLPPreEncoder, TemporalCNN, TransformerPoolingHead,
 )
 from videotext.text import HFTextEncoder
+from videotext.train.distributed import (
+    gather_for_loss, gather_positives, gather_with_grad, global_negatives_enabled,
+)
 
 
 @dataclass
 class SupportSetConfig:
-    text_model: str = ""  # HF folder or name; "" = bundled all-MiniLM-L6-v2 (the paper: T5-base, §6.1)
+    text_model: str = ""  # HF folder or name, BERT-family or T5 (its encoder stack is loaded); "" = bundled
+    # all-MiniLM-L6-v2 (the paper: T5-base, §6.1)
     freeze_text: bool = False  # §3.2: every network but the video encoder Ψ' is fine-tuned
     max_text_tokens: int = 30  # word pieces per caption (§6.2: 100 on MSR-VTT, 256 on ActivityNet)
     embed_dim: int = 1024  # d, appendix 6.1
@@ -62,6 +66,7 @@ class SupportSetConfig:
     decoder_ffn_dim: int = 1024
     decoder_dropout: float = 0.1
     max_caption_tokens: int = 32  # decoder positions (BOS … EOS)
+    report_beam_size: int = 3  # beam of the captions scored in the run report
 
 
 @register
@@ -91,9 +96,14 @@ class SupportSet(Method):
         self.decoder = None
         if config.captioning != "none":
             tok = self.text_encoder.tokenizer
+            # BERT: [CLS] w… [SEP]; T5 tokenizers add no begin token (w… </s>): the pad id starts
+            # decoding (T5's decoder_start_token_id) and is prepended to the targets in `loss`
+            self._prepend_bos = tok.cls_token_id is None
+            bos = tok.pad_token_id if self._prepend_bos else tok.cls_token_id
+            eos = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
             self.decoder = CaptionDecoder(
                 len(tok), fused_dim if config.caption_memory == "features" else d,
-                bos_id=tok.cls_token_id, eos_id=tok.sep_token_id, pad_id=tok.pad_token_id,
+                bos_id=bos, eos_id=eos, pad_id=tok.pad_token_id,
                 dim=config.decoder_dim, layers=config.decoder_layers, heads=config.decoder_heads,
                 ffn_dim=config.decoder_ffn_dim, dropout=config.decoder_dropout, max_len=config.max_caption_tokens,
             )
@@ -188,12 +198,20 @@ class SupportSet(Method):
         cfg = self.config
         c_t = self.encode_text(batch["text"])
         c_v, e_v, mask, sequence = self.video_states(batch["video"])
-        parts = hardest_negative_triplet(c_t @ c_v.T, margin=cfg.margin, positives=batch.get("positives"))
+        c_t, c_v = gather_for_loss(c_t, c_v)  # global batch (support set) under torchrun
+        positives = gather_positives(batch.get("positives"))
+        parts = hardest_negative_triplet(c_t @ c_v.T, margin=cfg.margin, positives=positives)
         out = {"loss": parts["loss"], "contrast": parts["loss"], "t2v": parts["t2v"], "v2t": parts["v2t"]}
         if self.decoder is not None:
             weights = support_set_weights(c_t, c_v, cfg.captioning, cfg.temperature, cfg.support_size or None)
-            memory, memory_mask = mix_support_set(weights, *self.caption_memory(e_v, mask, sequence))
-            caption = self.decoder.nll(batch["text"]["input_ids"], memory, memory_mask)
+            memory, memory_mask = gather_for_loss(*self.caption_memory(e_v, mask, sequence))
+            targets = batch["text"]["input_ids"]
+            if self._prepend_bos:  # T5 tokenizers: w… </s> → BOS w… </s>
+                targets = F.pad(targets, (1, 0), value=self.decoder.bos_id)
+            if global_negatives_enabled():  # every rank decodes the global batch's captions
+                targets = gather_with_grad(targets, pad_value=self.decoder.pad_id)
+            memory, memory_mask = mix_support_set(weights, memory, memory_mask)
+            caption = self.decoder.nll(targets, memory, memory_mask)
             out["caption"] = caption
             out["loss"] = out["loss"] + cfg.caption_weight * caption
         return out
@@ -211,6 +229,67 @@ class SupportSet(Method):
         return [self.text_encoder.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
 
 
+    # --- report ------------------------------------------------------------------------
+    def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
+        """Captioning scores of `dataset` (one METEOR call) and the support-set attention map
+        of one of its batches (paper Fig. 3), when the run has a decoder."""
+        from pathlib import Path
+
+        from videotext.eval.captioning import evaluate_captioning
+        from videotext.eval.evaluate import _to_device
+        from videotext.io import write_json
+
+        if self.decoder is None:
+            return {}
+        report_dir = Path(report_dir)
+        report_dir.mkdir(parents=True, exist_ok=True)
+        beam = self.config.report_beam_size
+        result = evaluate_captioning(self, dataset, read_features, beam_size=beam, meteor=True, device=device)
+        write_json(report_dir / "captioning.json", result)
+        table = {k: result["metrics"][k] for k in ("bleu4", "meteor", "rouge_l", "cider") if k in result["metrics"]}
+        extras: dict[str, Any] = {"tables": {f"captioning (beam {beam}, {result['n_videos']} videos)":
+                                             {"captioning": table}},
+                                  "notes": [f"Captions and scores: {report_dir / 'captioning.json'}."]}
+        size = min(32, sum(1 for v in dataset if v.captions))
+        if size >= 2:
+            batch = self.train_batches(dataset, read_features, size, 0).batch(0, 0)
+            was_training = self.training
+            self.eval()
+            try:
+                with torch.no_grad():
+                    weights = self.support_attention(_to_device(batch, device)).cpu().numpy()
+            finally:
+                self.train(was_training)
+            png = save_attention_map(weights, report_dir / "support_attention.png",
+                                     f"support-set attention ({self.config.captioning}, T={self.config.temperature})")
+            extras["figures"] = [(png, f"Support-set attention W of {size} caption/video pairs "
+                                       "(rows: captions i, columns: support videos j; paper Fig. 3).")]
+        return extras
+
+
+def save_attention_map(weights: Any, out: Any, title: str) -> Any:
+    """Write an attention matrix [captions, videos] as a heat map PNG; returns the path."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=float(weights.max()) or 1.0)
+    ax.set_xlabel("support video j")
+    ax.set_ylabel("caption i")
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, checkpoint: str = "best",
                            max_items: int = 32) -> Any:
     """Support-set attention map of one training batch (paper Fig. 3) → `report/support_attention.png`.
@@ -219,11 +298,6 @@ def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, 
     `max_items` pairs of the batch are shown.
     """
     from pathlib import Path
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     from videotext.eval.evaluate import _to_device
     from videotext.inference import load_model
@@ -239,14 +313,5 @@ def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, 
     with torch.no_grad():
         weights = model.method.support_attention(batch)[:max_items, :max_items].numpy()
     out = Path(out) if out else Path(run_dir) / "report" / "support_attention.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=float(weights.max()) or 1.0)
-    ax.set_xlabel("support video j")
-    ax.set_ylabel("caption i")
-    ax.set_title(f"support-set attention ({model.method.config.captioning}, T={model.method.config.temperature})")
-    fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    cfg = model.method.config
+    return save_attention_map(weights, out, f"support-set attention ({cfg.captioning}, T={cfg.temperature})")

