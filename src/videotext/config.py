@@ -72,6 +72,10 @@ class OptimConfig:
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
+    # lr multipliers by parameter-name prefix, e.g. {text_encoder: 0.1}: a pre-trained text
+    # encoder fine-tuned next to layers trained from scratch (CLIP4Clip's coef_lr); the
+    # longest matching prefix wins, other parameters use `lr`
+    lr_scale: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

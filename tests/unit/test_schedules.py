@@ -228,6 +228,27 @@ def test_param_groups_skip_biases_norms_and_listed():
     assert no_decay == {id(model.proj.bias), id(model.norm.weight), id(model.norm.bias), id(model.pos_embed)}
 
 
+def test_lr_scale_gives_prefixes_their_own_lr_and_the_schedule_keeps_the_ratio():
+    from videotext.config import ConfigError, ScheduleConfig
+
+    model = Tiny()
+    config = OptimConfig(name="adam", lr=1e-3, weight_decay=0.05, lr_scale={"proj": 0.1, "proj.bias": 0.5})
+    opt = build_optimizer(model, config)
+    lrs = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    assert lrs[id(model.proj.weight)] == pytest.approx(1e-4)  # "proj"
+    assert lrs[id(model.proj.bias)] == pytest.approx(5e-4)  # the longer prefix wins
+    assert lrs[id(model.norm.weight)] == pytest.approx(1e-3)  # unscaled
+    decay = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    assert decay[id(model.proj.weight)] == 0.05 and decay[id(model.proj.bias)] == 0.0
+    schedule = build_scheduler(opt, ScheduleConfig(warmup_steps=0, decay="linear"), total_steps=4)
+    schedule.step()
+    schedule.step()  # half-way: every group at half its own base lr
+    lrs = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    assert lrs[id(model.proj.weight)] == pytest.approx(0.5e-4) and lrs[id(model.norm.weight)] == pytest.approx(0.5e-3)
+    with pytest.raises(ConfigError, match="no trainable parameter starts with"):
+        build_optimizer(model, OptimConfig(lr=1e-3, lr_scale={"text_encoder": 0.1}))
+
+
 @pytest.mark.parametrize(
     "name,cls", [("adamw", torch.optim.AdamW), ("adam", torch.optim.Adam), ("radam", torch.optim.RAdam), ("AdamW", torch.optim.AdamW)]
 )

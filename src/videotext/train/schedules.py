@@ -44,30 +44,44 @@ ParamsOrGroups = Iterable[torch.Tensor] | Iterable[dict[str, Any]] | nn.Module
 
 
 # --- optimiser --------------------------------------------------------------------------
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, weight_decay: float, lr: float | None = None,
+                 lr_scale: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Split trainable parameters into a decayed group and a no-decay group.
 
     No weight decay on biases, on any parameter with fewer than 2 dims (norm gains and
     biases, scalars such as a learnable temperature) and on names listed by
     ``model.no_weight_decay()`` (the timm convention, e.g. position embeddings).
-    Empty groups are dropped.
+    ``lr_scale`` ({name prefix: factor}, longest prefix wins) puts matching parameters
+    in their own groups with lr = ``lr`` × factor. Empty groups are dropped.
     """
     skip: set[str] = set()
     if hasattr(model, "no_weight_decay"):
         skip = set(model.no_weight_decay())
-    decay, no_decay = [], []
+    scales = dict(lr_scale or {})
+    if scales and lr is None:
+        raise ValueError("param_groups: lr_scale needs the base lr")
+    matched = {prefix: False for prefix in scales}
+    groups: dict[tuple[bool, float], list[torch.Tensor]] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        if param.ndim < 2 or name.endswith(".bias") or name == "bias" or name in skip:
-            no_decay.append(param)
-        else:
-            decay.append(param)
-    groups = [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return [group for group in groups if group["params"]]
+        prefixes = [p for p in scales if name == p or name.startswith(p.rstrip(".") + ".")]
+        scale = 1.0
+        if prefixes:
+            prefix = max(prefixes, key=len)
+            matched[prefix], scale = True, float(scales[prefix])
+        decayed = not (param.ndim < 2 or name.endswith(".bias") or name == "bias" or name in skip)
+        groups.setdefault((decayed, scale), []).append(param)
+    unused = [p for p, hit in matched.items() if not hit]
+    if unused:
+        raise ConfigError(f"optim.lr_scale: no trainable parameter starts with {unused}")
+    out = []
+    for (decayed, scale), params in sorted(groups.items(), key=lambda item: (item[0][1] != 1.0, not item[0][0])):
+        group: dict[str, Any] = {"params": params, "weight_decay": weight_decay if decayed else 0.0}
+        if scale != 1.0:
+            group["lr"] = lr * scale
+        out.append(group)
+    return out
 
 
 def build_optimizer(params: ParamsOrGroups, config: OptimConfig) -> torch.optim.Optimizer:
@@ -84,7 +98,7 @@ def build_optimizer(params: ParamsOrGroups, config: OptimConfig) -> torch.optim.
     if config.lr <= 0:
         raise ConfigError(f"optim.lr: expected a positive learning rate, got {config.lr!r}")
     if isinstance(params, nn.Module):
-        params = param_groups(params, config.weight_decay)
+        params = param_groups(params, config.weight_decay, config.lr, config.lr_scale)
     return OPTIMIZERS[name](
         params,
         lr=config.lr,

@@ -162,7 +162,7 @@ class Trainer:
             shard_batches(self.batches, self.rank, self.world)
         self.steps_per_epoch = math.ceil(len(self.batches) / cfg.train.accumulate)
         self.total_steps = self.steps_per_epoch * cfg.train.epochs
-        self.optimizer = build_optimizer(param_groups(self.method, cfg.optim.weight_decay), cfg.optim)
+        self.optimizer = build_optimizer(param_groups(self.method, cfg.optim.weight_decay, cfg.optim.lr, cfg.optim.lr_scale), cfg.optim)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, self.total_steps)
         self.scaler = torch.amp.GradScaler(enabled=self.amp is torch.float16 and self.device.type == "cuda")
         dist.set_global_negatives(cfg.train.global_negatives)
