@@ -116,3 +116,67 @@ def test_loss_parts_and_hard_negative_gradients(model):
     finally:
         model.config.token_weight = 0.5
         model.zero_grad()
+
+
+def _grad_norm(module: torch.nn.Module) -> float:
+    return sum(float(p.grad.abs().sum()) for p in module.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("cheap_input", ["shared", "raw"])
+def test_cheap_input_raw_keeps_the_cheap_loss_off_the_fusion_projections(cheap_input):
+    torch.manual_seed(0)
+    m = build_method("toco", {"hidden_dim": 32, "num_heads": 4, "ff_dim": 64, "cheap_dim": 16, "num_negatives": 3,
+                              "dropout": 0.0, "cheap_input": cheap_input}, expert_dims={"a": 6, "b": 4})
+    m.fit_tfidf(TEXTS)
+    out = m.loss({"text": m.prepare_text(TEXTS), "video": video_batch()})
+    out["cheap"].backward()
+    assert m.cheap_video.in_features == (10 if cheap_input == "raw" else 32)  # Σ expert dims vs fusion width
+    assert m.cheap_text.in_features == (384 if cheap_input == "raw" else 32)  # MiniLM embeddings vs fusion width
+    assert _grad_norm(m.cheap_video) > 0 and _grad_norm(m.cheap_text) > 0
+    touched = _grad_norm(m.video_proj) + _grad_norm(m.text_proj)
+    assert (touched == 0.0) == (cheap_input == "raw")
+    with torch.no_grad():  # raw: the pooled vector is the masked mean of x, mapped by the cheap scorer's own layer
+        raw, keep = m.video_tokens(video_batch())
+        video = m.encode_video(video_batch())
+    if cheap_input == "raw":
+        expected = m.cheap_video(raw.sum(1) / keep.sum(1, keepdim=True))
+        assert torch.allclose(video["pooled"], torch.nn.functional.normalize(expected, dim=-1), atol=1e-6)
+
+
+def test_hard_fraction_mixes_mined_and_random_negatives(monkeypatch):
+    import videotext.models.toco as toco
+
+    seen = []
+    real = toco.sample_negatives
+    monkeypatch.setattr(toco, "sample_negatives", lambda *a, **k: seen.append(k["hard"]) or real(*a, **k))
+    torch.manual_seed(0)
+    for negatives, fraction, hard in [("hard", 1.0, 3), ("hard", 0.5, 2), ("hard", 0.0, 0), ("random", 1.0, 0)]:
+        m = build_method("toco", {"hidden_dim": 32, "num_heads": 4, "ff_dim": 64, "cheap_dim": 16, "num_negatives": 3,
+                                  "negatives": negatives, "hard_fraction": fraction}, expert_dims={"a": 6, "b": 4})
+        m.loss({"text": m.prepare_text(TEXTS), "video": video_batch()})
+        assert seen[-1] == hard  # round(3 · 0.5) = 2 mined, 1 random
+    from videotext.config import ConfigError
+    with pytest.raises(ConfigError, match="hard_fraction"):
+        build_method("toco", {"hard_fraction": 1.5}, expert_dims={"a": 6})
+    with pytest.raises(ConfigError, match="cheap_input"):
+        build_method("toco", {"cheap_input": "pooled"}, expert_dims={"a": 6})
+
+
+@torch.no_grad()
+def test_bench_two_stage_from_the_full_matrices_matches_similarity(model):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "toco_two_stage.py"
+    spec = importlib.util.spec_from_file_location("toco_two_stage", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    model.eval()
+    text = model.encode_text(model.prepare_text(TEXTS))
+    video = model.encode_video(video_batch())
+    cheap, exact = model.cheap_similarity(text, video), model.full_similarity(text, video)
+    for k in (1, 2, 4):
+        model.config.rerank_top_k = k
+        assert torch.equal(bench.two_stage_from(cheap, exact, k).argsort(1), model.similarity(text, video).argsort(1))
+    model.config.rerank_top_k = 16
+    assert bench.query_subset(10, 4).tolist() == [0, 3, 6, 9]

@@ -77,6 +77,23 @@ def test_hard_negatives_are_the_highest_non_positive_scores():
         sample_negatives(scores, positives, 4)
 
 
+def test_mixed_negatives_take_the_hardest_then_distinct_random_ones():
+    scores = torch.tensor([[9.0, 5.0, 1.0, 3.0, 4.0], [0.0, 9.0, 4.0, 2.0, 1.0], [8.0, 7.0, 9.0, 1.0, 0.0]])
+    positives = torch.zeros(3, 5, dtype=torch.bool)
+    positives[0, 0] = positives[1, 1] = positives[2, 2] = True
+    for seed in range(5):
+        mixed = sample_negatives(scores, positives, 3, hard=1, generator=torch.Generator().manual_seed(seed))
+        assert mixed[:, 0].tolist() == [1, 2, 0]  # the single hardest negative of each text comes first
+        for i, row in enumerate(mixed.tolist()):
+            assert len(set(row)) == 3 and i not in row  # random ones never repeat it nor hit the positive
+    # hard=0 draws exactly what random sampling draws (same RNG use: old runs stay reproducible)
+    zero = sample_negatives(scores, positives, 2, hard=0, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(zero, sample_negatives(scores, positives, 2, hard=False, generator=torch.Generator().manual_seed(3)))
+    assert torch.equal(sample_negatives(scores, positives, 2, hard=2), sample_negatives(scores, positives, 2, hard=True))
+    with pytest.raises(ValueError, match="0..2"):
+        sample_negatives(scores, positives, 2, hard=3)
+
+
 def test_fusion_layer_parameter_count():
     d, ff = 16, 40
     layer = FusionLayer(d, heads=4, ff_dim=ff, dropout=0.0)

