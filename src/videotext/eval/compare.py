@@ -54,7 +54,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, labels: Sequen
                                          "metrics": rows})
     means, stds = zip(*(_mean_std(row[metric]) for row in rows.values()))
     fig, (ax,) = _new_figure(max(4.0, 0.9 * len(rows) + 1.5), 3.2)
-    ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#1f77b4")
+    ax.bar(range(len(rows)), means, yerr=stds if any(stds) else None, capsize=4, color="#1f77b4")
     ax.set_xticks(range(len(rows)), labels, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center")
     ax.set_ylabel(f"{direction} {metric}" + (" (%)" if metric.startswith("R") and metric[1:].isdigit() else ""))
     for x, (m, s) in enumerate(zip(means, stds)):
