@@ -152,3 +152,39 @@ def test_paragraph_text_augmentation_keeps_caption_order():
     assert "one. two. three." in seen and "one. three." in seen and "three. one." not in seen
     assert seen <= {"one.", "two.", "three.", "one. two.", "one. three.", "two. three.", "one. two. three."}
     assert sample_text(captions, np.random.default_rng(0)) in captions
+
+
+def test_curriculum_stages_have_their_own_batch_sizes(data, tmp_path):
+    """§4.3: 1-frame stages use a larger batch than 2-frame ones; steps and the LR schedule follow."""
+    from videotext.config import load_config
+    from videotext.train.trainer import Trainer
+
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["splits"] = {"train": ["v0", "v1", "v2"], "val": ["v3"], "test": ["v3"]}
+    (data / "split.json").write_text(json.dumps(manifest))
+    config = load_config(None, [
+        "method=frozen", f"data.manifest={data / 'split.json'}", "data.experts=[]",
+        "model.preset=tiny", "model.num_frames=2", "model.freeze_text=true", "model.frame_schedule=[1, 2]",
+        "model.frame_schedule_epochs=[0, 1]", "model.frame_batch_sizes=[3, 1]", "train.batch_size=2",
+        "train.epochs=2", "train.log_every=1", "train.device=cpu", "optim.lr=0.001",
+        "schedule.warmup_steps=0", "schedule.decay=linear",
+    ])
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    trainer.fit()
+    from videotext.data.loaders import epoch_length
+
+    assert [epoch_length(trainer.batches, e) for e in (0, 1)] == [1, 3]  # 3 videos: 1 batch of 3, 3 of 1
+    assert trainer.batches.batch(0, 0)["video"]["frames"].shape[:2] == (3, 1)
+    assert trainer.batches.batch(1, 2)["video"]["frames"].shape[:2] == (1, 2)
+    assert trainer.total_steps == 4
+    train = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in train if x["kind"] == "train"]
+    assert [x["step"] for x in train] == [1, 2, 3, 4]
+    assert [x["epoch"] for x in train] == pytest.approx([1.0, 1 + 1 / 3, 1 + 2 / 3, 2.0])
+    assert train[-1]["lr"] == pytest.approx(0.0)  # the linear decay ends exactly at the last step
+    from videotext.config import ConfigError
+    from videotext.models.base import build_method
+
+    with pytest.raises(ConfigError, match="frame_batch_sizes"):
+        build_method("frozen", {"preset": "tiny", "num_frames": 2, "frame_schedule": [1, 2],
+                                "frame_schedule_epochs": [0, 1], "frame_batch_sizes": [3]})

@@ -172,13 +172,18 @@ class FrameBatches(SeededBatches):
 
     def __init__(self, dataset: VideoTextDataset, source: FrameSource, prepare_text: Callable[[list[str]], Any],
                  batch_size: int, seed: int, frames_for_epoch: Callable[[int], int], drop_last: bool = True,
-                 paragraphs: bool = False):
+                 paragraphs: bool = False, batch_size_for_epoch: Callable[[int], int] | None = None):
         self.video_ids = [v.id for v in dataset if v.captions]
         if not self.video_ids:
             raise VideoTextError(f"{dataset.name}: no video has a caption to train on")
         self.dataset, self.source, self.prepare_text = dataset, source, prepare_text
         self.frames_for_epoch, self.paragraphs = frames_for_epoch, paragraphs
+        self.batch_size_for_epoch = batch_size_for_epoch
         super().__init__(len(self.video_ids), batch_size, seed, drop_last)
+
+    def batch_size_at(self, epoch: int) -> int:
+        """Per-stage batch sizes of the curriculum (Frozen §4.3), else the fixed one."""
+        return self.batch_size_for_epoch(epoch) if self.batch_size_for_epoch else self.batch_size
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
         ids = [self.video_ids[i] for i in self.positions(epoch, index)]

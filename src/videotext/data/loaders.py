@@ -73,8 +73,17 @@ class SeededBatches:
     def __init__(self, count: int, batch_size: int, seed: int, drop_last: bool = True):
         self.count, self.batch_size, self.seed, self.drop_last = count, batch_size, seed, drop_last
 
+    def batch_size_at(self, epoch: int) -> int:
+        """The batch size of `epoch` (constant here; Frozen's curriculum changes it per stage)."""
+        return self.batch_size
+
+    def epoch_length(self, epoch: int) -> int:
+        """Number of batches of `epoch`."""
+        size = self.batch_size_at(epoch)
+        return self.count // size if self.drop_last else -(-self.count // size)
+
     def __len__(self) -> int:
-        return self.count // self.batch_size if self.drop_last else -(-self.count // self.batch_size)
+        return self.epoch_length(0)
 
     def order(self, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
@@ -88,7 +97,8 @@ class SeededBatches:
 
     def positions(self, epoch: int, index: int) -> list[int]:
         """Item positions of batch `index` of `epoch` (this rank's rows of it when sharded)."""
-        rows = self.order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+        size = self.batch_size_at(epoch)
+        rows = self.order(epoch)[index * size : (index + 1) * size]
         if self.shard_world > 1:
             rank, world = self.shard_rank, self.shard_world
             rows = rows[rank * len(rows) // world : (rank + 1) * len(rows) // world]
@@ -98,8 +108,14 @@ class SeededBatches:
         raise NotImplementedError
 
     def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
-        for index in range(start_batch, len(self)):
+        for index in range(start_batch, self.epoch_length(epoch)):
             yield self.batch(epoch, index)
+
+
+def epoch_length(batches: Any, epoch: int) -> int:
+    """Batches in `epoch` of any training-batch object (`epoch_length` if it varies, else len)."""
+    length = getattr(batches, "epoch_length", None)
+    return int(length(epoch)) if callable(length) else len(batches)
 
 
 TEXT_MODES = ("captions", "paragraph")

@@ -42,21 +42,30 @@ class MixtureBatches:
         self.sources, self.mode, self.weights, self.seed = tuple(sources), mode, weights, seed
         self.lengths = [len(s) for s in self.sources]
 
+    def lengths_at(self, epoch: int) -> list[int]:
+        from videotext.data.loaders import epoch_length
+
+        return [epoch_length(s, epoch) for s in self.sources]
+
+    def epoch_length(self, epoch: int) -> int:
+        return sum(self.lengths_at(epoch))
+
     def __len__(self) -> int:
         return sum(self.lengths)
 
     @functools.lru_cache(maxsize=4)
     def _plan(self, epoch: int) -> tuple[tuple[int, int], ...]:
         """(source, index in that source) of every batch of `epoch`."""
+        lengths = self.lengths_at(epoch)
         if self.mode == "alternate":
             plan, taken = [], [0] * len(self.sources)
-            while len(plan) < len(self):
-                for which, length in enumerate(self.lengths):
+            while len(plan) < sum(lengths):
+                for which, length in enumerate(lengths):
                     if taken[which] < length:
                         plan.append((which, taken[which]))
                         taken[which] += 1
             return tuple(plan)
-        total = len(self)
+        total = sum(lengths)
         exact = [total * w / sum(self.weights) for w in self.weights]
         counts = [int(x) for x in exact]
         for i in sorted(range(len(exact)), key=lambda i: (-(exact[i] - counts[i]), i))[: total - sum(counts)]:
@@ -66,7 +75,7 @@ class MixtureBatches:
         labels = labels[torch.randperm(total, generator=generator)].tolist()
         plan, taken = [], [0] * len(self.sources)
         for which in labels:
-            plan.append((which, taken[which] % max(1, self.lengths[which])))
+            plan.append((which, taken[which] % max(1, lengths[which])))
             taken[which] += 1
         return tuple(plan)
 
@@ -79,7 +88,7 @@ class MixtureBatches:
         return self.sources[which].batch(epoch, inner)
 
     def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[dict[str, Any]]:
-        for index in range(start_batch, len(self)):
+        for index in range(start_batch, self.epoch_length(epoch)):
             yield self.batch(epoch, index)
 
 

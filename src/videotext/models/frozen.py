@@ -84,6 +84,9 @@ class FrozenConfig:
     frame_schedule: list[int] = field(default_factory=list)  # e.g. [1, 4, 8]; [] = num_frames throughout
     frame_schedule_epochs: list[int] = field(default_factory=list)  # first epoch of each count, e.g. [0, 5, 10]
     temporal_expansion: str = "zeros"  # zeros | nearest | bilinear
+    # §4.3: "batch sizes of 16, 24, and 96 for 8, 4, and 1-frame inputs": one video batch
+    # size per curriculum stage (same length as frame_schedule); [] = train.batch_size
+    frame_batch_sizes: list[int] = field(default_factory=list)
     # joint image-video training (§3.2)
     image_manifest: str = ""  # a manifest of images (kind "image"), e.g. CC3M / COCO / Tux Paint
     image_split: str = "train"
@@ -114,6 +117,10 @@ def _check(config: FrozenConfig) -> None:
         raise ConfigError("model.frame_schedule_epochs: must start at 0 and increase, e.g. [0, 5]")
     if any(f < 1 or f > config.num_frames for f in config.frame_schedule):
         raise ConfigError(f"model.frame_schedule: counts must be in 1..num_frames={config.num_frames}")
+    if config.frame_batch_sizes and (len(config.frame_batch_sizes) != len(config.frame_schedule)
+                                     or min(config.frame_batch_sizes) < 1):
+        raise ConfigError("model.frame_batch_sizes: one positive batch size per model.frame_schedule stage, "
+                          f"got {config.frame_batch_sizes} for {config.frame_schedule}")
 
 
 def load_state_file(path: str | Path) -> dict[str, torch.Tensor]:
@@ -203,6 +210,15 @@ class FrozenInTime(Method):
                 count = frames
         return count
 
+    def batch_size_for_epoch(self, epoch: int, default: int) -> int:
+        """The video batch size of `epoch`'s curriculum stage (§4.3), else `default`."""
+        cfg = self.config
+        size = default
+        for start, stage_size in zip(cfg.frame_schedule_epochs, cfg.frame_batch_sizes):
+            if epoch >= start:
+                size = stage_size
+        return size
+
     def eval_frames(self) -> int:
         """Frames per test clip: as many as trained so far (the curriculum's current count)."""
         trained = int(self.trained_frames)
@@ -232,7 +248,8 @@ class FrozenInTime(Method):
 
         cfg = self.config
         videos = FrameBatches(dataset, self._source(dataset), self.prepare_text, batch_size, seed,
-                              self.frames_for_epoch, paragraphs=cfg.paragraph_captions)
+                              self.frames_for_epoch, paragraphs=cfg.paragraph_captions,
+                              batch_size_for_epoch=lambda epoch: self.batch_size_for_epoch(epoch, batch_size))
         if not cfg.image_manifest:
             return videos
         images_all = VideoTextDataset.load(cfg.image_manifest)

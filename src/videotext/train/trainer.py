@@ -31,7 +31,7 @@ import torch
 
 from videotext.config import RunConfig, save_config, to_plain
 from videotext.data.features import FeatureStore
-from videotext.data.loaders import VideoFeatures
+from videotext.data.loaders import VideoFeatures, epoch_length
 from videotext.data.narration import SpanStore, text_dataset
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
@@ -160,8 +160,9 @@ class Trainer:
                 raise VideoTextError(f"train.batch_size={cfg.train.batch_size} is smaller than the world size "
                                      f"{self.world}: every rank needs at least one row of each global batch")
             shard_batches(self.batches, self.rank, self.world)
-        self.steps_per_epoch = math.ceil(len(self.batches) / cfg.train.accumulate)
-        self.total_steps = self.steps_per_epoch * cfg.train.epochs
+        # the batch count may change per epoch (Frozen's per-stage batch sizes, §4.3)
+        self.total_steps = sum(math.ceil(epoch_length(self.batches, e) / cfg.train.accumulate)
+                               for e in range(cfg.train.epochs))
         self.optimizer = build_optimizer(param_groups(self.method, cfg.optim.weight_decay, cfg.optim.lr, cfg.optim.lr_scale), cfg.optim)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, self.total_steps)
         self.scaler = torch.amp.GradScaler(enabled=self.amp is torch.float16 and self.device.type == "cuda")
@@ -219,11 +220,12 @@ class Trainer:
         self.method.train()
         for epoch in range(self.state["epoch"], cfg.train.epochs):
             start = self.state["batch"]
-            bar = _progress(range(start, len(self.batches)), self.progress and self.rank == 0,
+            batches_in_epoch = epoch_length(self.batches, epoch)
+            bar = _progress(range(start, batches_in_epoch), self.progress and self.rank == 0,
                             f"epoch {epoch + 1}/{cfg.train.epochs}")
             for index in bar:
                 batch = _to_device(self.batches.batch(epoch, index), self.device)
-                last_of_epoch = index + 1 == len(self.batches)
+                last_of_epoch = index + 1 == batches_in_epoch
                 sync = (index + 1) % accumulate == 0 or last_of_epoch
                 parts = self._forward_backward(batch, accumulate, sync)
                 if sync:
@@ -234,7 +236,7 @@ class Trainer:
                     step = self.state["step"]
                     self.state["epoch"], self.state["batch"] = epoch, index + 1
                     if step % cfg.train.log_every == 0 or last_of_epoch:
-                        self.log.write({"kind": "train", "step": step, "epoch": epoch + (index + 1) / len(self.batches),
+                        self.log.write({"kind": "train", "step": step, "epoch": epoch + (index + 1) / batches_in_epoch,
                                         "lr": self.scheduler.last_lr, **parts})
                     if hasattr(bar, "set_postfix"):
                         bar.set_postfix(loss=f"{parts['loss']:.4f}", lr=f"{self.scheduler.last_lr:.2e}")
