@@ -116,21 +116,27 @@ def test_images_are_one_frame_videos_and_batches_alternate(data):
     assert [b["frames"].shape[:2] for b in test] == [(2, 1), (1, 1)]
 
 
-def test_frozen_trains_from_pixels_with_joint_images(data, tmp_path):
-    """The trainer feeds Frozen pixel batches (no feature store); joint image batches run too."""
+def curriculum_config(data, *extra: str):
+    """A tiny Frozen run on the 3 training videos of `data` with a 1 → 2 frame curriculum."""
     from videotext.config import load_config
-    from videotext.train.trainer import Trainer
 
     manifest = json.loads((data / "manifest.json").read_text())
     manifest["splits"] = {"train": ["v0", "v1", "v2"], "val": ["v3"], "test": ["v3"]}
     (data / "split.json").write_text(json.dumps(manifest))
-    config = load_config(None, [
+    return load_config(None, [
         "method=frozen", f"data.manifest={data / 'split.json'}", "data.experts=[]",
         "model.preset=tiny", "model.num_frames=2", "model.freeze_text=true", "model.frame_schedule=[1, 2]",
-        "model.frame_schedule_epochs=[0, 1]", f"model.image_manifest={data / 'images.json'}",
-        "model.image_batch_size=3", "train.batch_size=3", "train.epochs=2", "train.log_every=1",
-        "train.device=cpu", "optim.lr=0.001",
+        "model.frame_schedule_epochs=[0, 1]", "train.epochs=2", "train.log_every=1",
+        "train.device=cpu", "optim.lr=0.001", *extra,
     ])
+
+
+def test_frozen_trains_from_pixels_with_joint_images(data, tmp_path):
+    """The trainer feeds Frozen pixel batches (no feature store); joint image batches run too."""
+    from videotext.train.trainer import Trainer
+
+    config = curriculum_config(data, f"model.image_manifest={data / 'images.json'}", "model.image_batch_size=3",
+                               "train.batch_size=3")
     result = Trainer(config, tmp_path / "run", progress=False).fit()
     assert (result["n_videos"], result["n_captions"]) == (1, 2)
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -156,19 +162,10 @@ def test_paragraph_text_augmentation_keeps_caption_order():
 
 def test_curriculum_stages_have_their_own_batch_sizes(data, tmp_path):
     """§4.3: 1-frame stages use a larger batch than 2-frame ones; steps and the LR schedule follow."""
-    from videotext.config import load_config
     from videotext.train.trainer import Trainer
 
-    manifest = json.loads((data / "manifest.json").read_text())
-    manifest["splits"] = {"train": ["v0", "v1", "v2"], "val": ["v3"], "test": ["v3"]}
-    (data / "split.json").write_text(json.dumps(manifest))
-    config = load_config(None, [
-        "method=frozen", f"data.manifest={data / 'split.json'}", "data.experts=[]",
-        "model.preset=tiny", "model.num_frames=2", "model.freeze_text=true", "model.frame_schedule=[1, 2]",
-        "model.frame_schedule_epochs=[0, 1]", "model.frame_batch_sizes=[3, 1]", "train.batch_size=2",
-        "train.epochs=2", "train.log_every=1", "train.device=cpu", "optim.lr=0.001",
-        "schedule.warmup_steps=0", "schedule.decay=linear",
-    ])
+    config = curriculum_config(data, "model.frame_batch_sizes=[3, 1]", "train.batch_size=2",
+                               "schedule.warmup_steps=0", "schedule.decay=linear")
     trainer = Trainer(config, tmp_path / "run", progress=False)
     trainer.fit()
     from videotext.data.loaders import epoch_length
