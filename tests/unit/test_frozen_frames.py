@@ -185,3 +185,12 @@ def test_curriculum_stages_have_their_own_batch_sizes(data, tmp_path):
     with pytest.raises(ConfigError, match="frame_batch_sizes"):
         build_method("frozen", {"preset": "tiny", "num_frames": 2, "frame_schedule": [1, 2],
                                 "frame_schedule_epochs": [0, 1], "frame_batch_sizes": [3]})
+
+
+def test_a_stage_batch_larger_than_the_split_is_a_clear_error(data, tmp_path):
+    from videotext.errors import VideoTextError
+    from videotext.train.trainer import Trainer
+
+    config = curriculum_config(data, "model.frame_batch_sizes=[3, 4]", "train.batch_size=2")
+    with pytest.raises(VideoTextError, match="batch size of epoch 2 .* larger than .* \\(3 videos\\)"):
+        Trainer(config, tmp_path / "run", progress=False).fit()

@@ -150,10 +150,12 @@ class Trainer:
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
         from videotext.data.mixtures import training_batches  # method.train_batches + data.mixture / narration windows
         self.batches = training_batches(self.method, self.data, cfg, self.train_set)
-        if len(self.batches) == 0:
+        empty = [e for e in range(cfg.train.epochs) if epoch_length(self.batches, e) == 0]
+        if empty:  # per epoch: a curriculum stage may have its own batch size (Frozen §4.3)
             raise VideoTextError(
-                f"train.batch_size={cfg.train.batch_size} is larger than the number of training "
-                f"examples in split {cfg.data.train_split!r} ({len(self.train_set)} videos)"
+                f"the batch size of epoch {empty[0] + 1} (train.batch_size={cfg.train.batch_size}, or the "
+                f"stage's model.frame_batch_sizes) is larger than the number of training examples in split "
+                f"{cfg.data.train_split!r} ({len(self.train_set)} videos)"
             )
         if self.world > 1:
             if cfg.train.batch_size < self.world:
