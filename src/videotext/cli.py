@@ -57,11 +57,17 @@ def synth(
     seed: int = typer.Option(0, help="Random seed; the same seed gives the same dataset."),
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Rendering processes."),
     narration: bool = typer.Option(False, "--narration", help="Add a noisy narration track (speech segments) for pre-training."),
+    splits: str = typer.Option("0.8,0.1,0.1", help="Train, val, test fractions; the demo uses 0.64,0.1,0.26."),
 ) -> None:
     """Render the procedural video-text dataset (real H.264 + AAC mp4 files and a manifest)."""
     from videotext.data.synthetic import synthesize
 
-    dataset = synthesize(out, num_videos=videos, seed=seed, workers=workers, narration=narration)
+    try:
+        fractions = tuple(float(f) for f in split_list(splits))
+    except ValueError:
+        raise VideoTextError(f"--splits: expected three comma-separated numbers, got {splits!r}") from None
+    dataset = synthesize(out, num_videos=videos, seed=seed, workers=workers, narration=narration,
+                         split_fractions=fractions)
     sizes = ", ".join(f"{name} {len(ids)}" for name, ids in dataset.splits.items())
     typer.echo(f"wrote {len(dataset)} videos ({sizes}) and {out / 'manifest.json'}")
 

@@ -100,6 +100,16 @@ def test_user_errors_are_one_line_with_exit_status_2(tmp_path):
     assert result.exit_code == 2 and "Traceback" not in result.output
     result = invoke("search", tmp_path / "no-index", "query")
     assert result.exit_code == 2 and "index folder not found" in result.output
+    result = invoke("synth", tmp_path / "s", "--splits", "0.5,x")
+    assert result.exit_code == 2 and "--splits" in result.output
+    result = invoke("synth", tmp_path / "s", "--splits", "0.5,0.6,0.1")
+    assert result.exit_code == 2 and "summing to 1" in result.output
+
+
+def test_synth_takes_split_fractions(tmp_path):
+    result = invoke("synth", tmp_path / "s", "--videos", "4", "--splits", "0,0,1", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    assert "(train 0, val 0, test 4)" in result.output  # the default 0.8,0.1,0.1 would give train 3+
 
 
 def test_train_and_eval_write_the_run_report(trained_run):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from videotext.config import ConfigError
 from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Video, VideoTextDataset
@@ -176,6 +177,22 @@ def test_loss_is_eq8_on_the_mixture_similarity(text_model):
         hinge = sum(max(0, 0.05 + sims[i, j] - sims[i, i]) + max(0, 0.05 + sims[j, i] - sims[i, i])
                     for i in range(4) for j in range(4) if i != j) / 4  # eq. 8 by hand
     assert expected.item() == pytest.approx(float(hinge), rel=1e-6)
+
+
+def test_infonce_option_is_symmetric_cross_entropy_on_the_mixture_similarity(text_model):
+    model = make_mmt(text_model, loss="infonce", temperature=0.1)
+    batch = {"video": video_batch(batch_size=3), "text": model.prepare_text(["a red circle", "blue", "then left"])}
+    with torch.no_grad():
+        sims = model.similarity(model.encode_text(batch["text"]), model.encode_video(batch["video"]))
+        logits = sims / 0.1
+        by_hand = 0.0
+        for i in range(3):  # -log softmax of the diagonal over rows (t2v) plus over columns (v2t), eq. 2-3
+            by_hand -= math.log(math.exp(logits[i, i]) / sum(math.exp(logits[i, j]) for j in range(3))) / 3
+            by_hand -= math.log(math.exp(logits[i, i]) / sum(math.exp(logits[j, i]) for j in range(3))) / 3
+        loss = model.loss(batch)["loss"].item()
+    assert loss == pytest.approx(by_hand, rel=1e-5)
+    with pytest.raises(ConfigError, match="model.loss"):
+        make_mmt(text_model, loss="hinge")
 
 
 # --- the reader --------------------------------------------------------------------------

@@ -71,12 +71,15 @@ class MMTConfig:
     num_token_types: int = 0  # rows of the expert-embedding table; 0 = max type + 1 (official: 19)
     keep_missing_experts: bool = False  # False = paper: missing experts' weights renormalised away
     # --- loss (§3.4, §4.2) ---
+    loss: str = "max_margin"  # eq. 8; "infonce" is an option (not the paper's, Frozen in Time eq. 2-3)
     margin: float = 0.05  # §4.2
     loss_normalise: str = "positives"  # eq. 8 (1/B); "terms" = official MaxMarginRankingLoss(fix_norm=True)
+    temperature: float = 0.05  # InfoNCE σ when loss = infonce (Frozen in Time §3.3)
 
 
 _CHOICES = {"agg_init": ("max", "mean", "zero"), "encoder": ("mmt", "none"), "inputs": ("all", "agg"),
-            "feature_order": ("ordered", "shuffled"), "text_pooling": ("cls", "mean")}
+            "feature_order": ("ordered", "shuffled"), "text_pooling": ("cls", "mean"),
+            "loss": ("max_margin", "infonce")}
 
 
 # --- data: features with their timestamps ------------------------------------------------
@@ -330,6 +333,7 @@ class MMT(Method):
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         text, video = gather_for_loss(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
         sims = self.similarity(text, video)  # [B, B] (the global batch under torchrun)
-        return contrastive_loss("max_margin", sims, positives=gather_positives(batch.get("positives")),
-                                margin=self.config.margin,
-                                normalise=self.config.loss_normalise)
+        cfg = self.config
+        options = ({"temperature": cfg.temperature} if cfg.loss == "infonce"
+                   else {"margin": cfg.margin, "normalise": cfg.loss_normalise})
+        return contrastive_loss(cfg.loss, sims, positives=gather_positives(batch.get("positives")), **options)
