@@ -227,3 +227,34 @@ def test_reader_keeps_timestamps_pools_all_steps_and_shuffles(tmp_path, text_mod
     with torch.no_grad():
         encoded = model.encode_video(next(iter(model.video_batches(dataset, VideoFeatures(store, ["motion"], 2), 8))))
     assert encoded["available"].tolist() == [[1.0], [0.0]]
+
+
+def test_report_extras_remove_each_expert_as_missing(tmp_path, text_model):
+    rng = np.random.default_rng(0)
+    store = FeatureStore(tmp_path / "features")
+    keys = [f"v{i}" for i in range(4)]
+    for expert, dim in DIMS.items():
+        with store.writer(expert, dim, dtype="float32") as writer:
+            for key in keys:
+                writer.add(key, rng.normal(size=(3, dim)).astype(np.float32), np.arange(3.0), step=1.0)
+    words = ["a red circle", "blue", "then left", "right"]
+    dataset = VideoTextDataset("t", [Video(id=k, captions=[w]) for k, w in zip(keys, words)], splits={"test": keys})
+    model = make_mmt(text_model)
+    model.train()
+    reader = VideoFeatures(store, list(DIMS), 4)
+    extras = model.report_extras(dataset, reader, tmp_path / "report")
+    assert model.training  # restored
+    rows = extras["tables"]["each expert removed at test time (no retraining)"]
+    assert list(rows) == ["t2v, all experts"] + [f"t2v without {e}" for e in sorted(DIMS)]
+    assert all(row["n_queries"] == 4 for row in rows.values())
+    assert (tmp_path / "report" / extras["figures"][0][0]).stat().st_size > 1000
+    weights = [float(part.split()[-1]) for part in extras["notes"][0].split(": ")[1].rstrip(".").split(", ")]
+    assert sum(weights) == pytest.approx(1.0, abs=2e-3)  # softmax over experts (eq. 7)
+    # removal = the expert's tokens leave the encoder too (other experts' ψ change), not just its weight
+    model.eval()
+    from videotext.eval.evaluate import encode_videos
+    full = encode_videos(model, dataset, reader)
+    drop = encode_videos(model, dataset, MMTFeatures(store, list(DIMS), 4, missing=["audio"]))
+    m = model.experts.index("audio")
+    assert drop["available"][:, m].sum() == 0 and full["available"][:, m].sum() == 4
+    assert (drop["experts"][:, 1 - m] - full["experts"][:, 1 - m]).abs().max() > 1e-4

@@ -93,8 +93,10 @@ class MMTFeatures:
     "shuffled feats"): the temporal embedding then carries no order.
     """
 
-    def __init__(self, store: Any, experts: Sequence[str], max_steps: int, shuffle: bool = False):
+    def __init__(self, store: Any, experts: Sequence[str], max_steps: int, shuffle: bool = False,
+                 missing: Sequence[str] = ()):
         self.store, self.experts, self.max_steps, self.shuffle = store, list(experts), max_steps, shuffle
+        self.missing = set(missing)  # experts read as missing for every video (test-time removal)
         self.dims = {e: int(store.dim(e)) for e in self.experts}
 
     @classmethod
@@ -108,7 +110,7 @@ class MMTFeatures:
         for expert in self.experts:
             dim = self.dims[expert]
             values, times = np.zeros((0, dim), np.float32), np.zeros(0, np.float64)
-            if self.store.has(expert, key) and not self.store.is_missing(expert, key):
+            if expert not in self.missing and self.store.has(expert, key) and not self.store.is_missing(expert, key):
                 values, times = self.store.get(expert, key)
                 values = np.asarray(values, dtype=np.float32).reshape(-1, dim)
                 times = np.asarray(times, dtype=np.float64).reshape(-1)
@@ -337,3 +339,51 @@ class MMT(Method):
         options = ({"temperature": cfg.temperature} if cfg.loss == "infonce"
                    else {"margin": cfg.margin, "normalise": cfg.loss_normalise})
         return contrastive_loss(cfg.loss, sims, positives=gather_positives(batch.get("positives")), **options)
+
+    # --- run report ------------------------------------------------------------------------
+    def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
+        """Per-expert view of the test split: the mean mixture weight w_i(c) of the captions
+        (eq. 7) and t2v R@1 with each expert removed at test time (read as a missing expert:
+        no tokens, weight renormalised away). The paper's Fig. 4 *retrains* without the expert:
+        `videotext compare` over such runs gives that plot."""
+        from pathlib import Path
+
+        from videotext.eval.evaluate import Encoded, encode_split, encode_videos, evaluate_encoded
+        from videotext.eval.report import _new_figure, _save
+
+        reader = self._reader(read_features)
+        encoded = encode_split(self, dataset, reader, device=device)
+        if not encoded.refs or len(encoded.video_ids) < 2:
+            return {}
+        rows = {"t2v, all experts": evaluate_encoded(self, encoded)["t2v"]}
+        mean_weights = encoded.text["weights"].mean(0)  # [M]
+        was_training = self.training
+        self.eval()
+        try:
+            for expert in self.experts:  # read as missing: no tokens, zero agg feature, weight renormalised (§4.2)
+                drop = MMTFeatures(reader.store, reader.experts, reader.max_steps, reader.shuffle, missing=[expert])
+                video = encode_videos(self, dataset, drop, device=device)
+                rows[f"t2v without {expert}"] = evaluate_encoded(self, Encoded(encoded.text, video, encoded.refs,
+                                                                               encoded.video_ids))["t2v"]
+        finally:
+            self.train(was_training)
+        report_dir = Path(report_dir)
+        report_dir.mkdir(parents=True, exist_ok=True)
+        fig, (left, right) = _new_figure(9.0, 3.2, ncols=2)
+        labels = list(rows)
+        left.bar(range(len(labels)), [r["R1"] for r in rows.values()], color="#1f77b4")
+        left.set_xticks(range(len(labels)), [label.removeprefix("t2v ") for label in labels], rotation=20, ha="right")
+        left.set_ylabel("t2v R@1 (%)")
+        left.set_title("expert removed at test time")
+        right.bar(range(len(self.experts)), mean_weights.tolist(), color="#ff7f0e")
+        right.set_xticks(range(len(self.experts)), self.experts, rotation=20, ha="right")
+        right.set_ylabel("mean mixture weight w_i(c)")
+        right.set_title(f"{len(encoded.refs)} test captions (eq. 7)")
+        png = report_dir / "mmt_experts.png"
+        _save(fig, png)
+        weights = ", ".join(f"{e} {w:.3f}" for e, w in zip(self.experts, mean_weights.tolist()))
+        return {"tables": {"each expert removed at test time (no retraining)": rows},
+                "notes": [f"Mean mixture weight per expert over {len(encoded.refs)} test captions: {weights}."],
+                "figures": [(png.name, "Left: t2v R@1 with each expert removed at test time. Right: the mean mixture "
+                                  "weight the captions give each expert. Leave-one-out *training* (paper Fig. 4 "
+                                  "middle) is `videotext compare` over runs trained without each expert.")]}
