@@ -85,9 +85,24 @@ class SeededBatches:
     def __len__(self) -> int:
         return self.epoch_length(0)
 
+    groups: list[Any] | None = None  # per item: a group key (None = alone); see `group_by`
+
+    def group_by(self, keys: Sequence[Any]) -> None:
+        """Keep the items that share a key next to each other in every epoch's order, so
+        they mostly land in one batch: each is the others' hard negative (`train.group_batches`)."""
+        if len(keys) != self.count:
+            raise ValueError(f"group_by: {len(keys)} keys for {self.count} items")
+        self.groups = list(keys)
+
     def order(self, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(self.count, generator=generator).tolist()
+        perm = torch.randperm(self.count, generator=generator).tolist()
+        if self.groups is None:
+            return perm
+        units: dict[Any, list[int]] = {}  # in permuted order: members shuffled, groups placed at their first member
+        for i in perm:
+            units.setdefault(("group", self.groups[i]) if self.groups[i] is not None else ("item", i), []).append(i)
+        return [i for members in units.values() for i in members]
 
     shard_rank, shard_world = 0, 1  # set by `shard` under torchrun
 

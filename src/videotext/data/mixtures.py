@@ -135,6 +135,12 @@ def training_batches(method: Any, data: Any, config: Any, train_set: Any) -> Any
         return out
 
     main = batches_of(train_set, data.read_features, batch_size, seed, cfg.text)
+    if config.train.group_batches:
+        video_ids = getattr(main, "video_ids", None)
+        if video_ids is None or not hasattr(main, "group_by"):
+            raise VideoTextError(f"train.group_batches: the training batches of method {config.method!r} "
+                                 f"(data.text {cfg.text!r}) are not one row per video; it cannot group them")
+        main.group_by([train_set[v].meta.get("group") for v in video_ids])
     if not cfg.mixture:
         return main
     sources, weights = [main], [cfg.mixture_main_weight]
