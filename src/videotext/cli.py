@@ -196,7 +196,8 @@ def _metrics_text(result: dict) -> str:
     for direction in directions:
         m = result[direction]
         lines.append(f"{direction}: R@1 {m['R1']:.1f}  R@5 {m['R5']:.1f}  R@10 {m['R10']:.1f}  "
-                     f"MdR {m['MdR']:.1f}  MnR {m['MnR']:.1f}")
+                     f"MdR {m['MdR']:.1f}  MnR {m['MnR']:.1f}"
+                     + (f"  twin acc. {m['twin_accuracy']:.1f}% ({m['twin_pairs']} pairs)" if "twin_accuracy" in m else ""))
     return "\n".join(lines)
 
 

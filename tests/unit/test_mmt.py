@@ -12,7 +12,7 @@ from videotext.config import ConfigError
 from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Video, VideoTextDataset
-from videotext.losses import max_margin_ranking
+from videotext.losses import info_nce, max_margin_ranking
 from videotext.models import build_method
 from videotext.models.layers.mmt_bert import MMTBert
 from videotext.models.mmt import MMTFeatures, mixture_similarity, mixture_similarity_reference
@@ -193,6 +193,23 @@ def test_infonce_option_is_symmetric_cross_entropy_on_the_mixture_similarity(tex
     assert loss == pytest.approx(by_hand, rel=1e-5)
     with pytest.raises(ConfigError, match="model.loss"):
         make_mmt(text_model, loss="hinge")
+
+
+def test_expert_loss_adds_the_mean_per_expert_loss(text_model):
+    base, extra = make_mmt(text_model, loss="infonce"), make_mmt(text_model, loss="infonce", expert_loss_weight=0.5)
+    batch = {"video": video_batch(batch_size=3), "text": base.prepare_text(["a red circle", "blue", "then left"])}
+    with torch.no_grad():
+        text, video = extra.encode_text(batch["text"]), extra.encode_video(batch["video"])
+        per_expert = []
+        for i in range(3):  # each expert's own cosine matrix, scored like the mixture (eq. 2-3)
+            sims = torch.stack([torch.stack([text["experts"][t, i] @ video["experts"][v, i] for v in range(3)])
+                                for t in range(3)])
+            per_expert.append(info_nce(sims, temperature=0.05)["loss"])
+        out = extra.loss(batch)
+    assert out["expert_loss"].item() == pytest.approx(float(sum(per_expert)) / 3, rel=1e-5)
+    assert out["loss"].item() == pytest.approx(base.loss(batch)["loss"].item() + 0.5 * out["expert_loss"].item(),
+                                               rel=1e-5)
+    assert "expert_loss" not in base.loss(batch)
 
 
 # --- the reader --------------------------------------------------------------------------

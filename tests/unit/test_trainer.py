@@ -154,6 +154,34 @@ def test_a_methods_own_evaluation_drives_selection_and_the_test_record(tiny_synt
     assert result["custom"]["R1"] == pytest.approx(25.0) and result["n_videos"] == 3
 
 
+def test_order_twin_accuracy_by_hand():
+    """A caption of a video with an order twin (same events, other order) wins when it scores its
+    own video above the twin; a video with the same events in the same order is not a twin."""
+    from videotext.data.schema import CaptionRef, Video, VideoTextDataset
+    from videotext.eval.evaluate import Encoded, order_twin_accuracy, order_twin_pairs
+
+    def events(*names):
+        return {"events": [{"colour": c, "shape": "circle", "action": a, "start": float(t), "end": t + 1.0}
+                           for t, (c, a) in enumerate(names)]}
+
+    videos = [Video("ab", captions=["x", "y"], meta=events(("red", "grow"), ("blue", "spin"))),
+              Video("ba", captions=["z"], meta=events(("blue", "spin"), ("red", "grow"))),
+              Video("ab_copy", captions=["w"], meta=events(("red", "grow"), ("blue", "spin"))),
+              Video("other", captions=["v"], meta=events(("red", "spin")))]
+    dataset = VideoTextDataset("twins", videos)
+    refs = [CaptionRef(v.id, i, c) for v in videos for i, c in enumerate(v.captions)]
+    encoded = Encoded({}, {}, refs, [v.id for v in videos])
+    pairs = order_twin_pairs(dataset, encoded)
+    # rows: x, y (ab) → twin ba; z (ba) → twins ab, ab_copy; w (ab_copy) → twin ba; v has none
+    assert sorted(pairs) == [(0, 0, 1), (1, 0, 1), (2, 1, 0), (2, 1, 2), (3, 2, 1)]
+    sims = torch.tensor([[0.9, 0.1, 0.0, 0.0],   # x: own 0.9 > twin 0.1 → win
+                         [0.2, 0.5, 0.0, 0.0],   # y: loses
+                         [0.3, 0.3, 0.1, 0.0],   # z: tie with ab (½), beats ab_copy
+                         [0.0, 0.0, 0.4, 0.4],   # w: own 0.4 vs ba 0.0 → win
+                         [0.0, 0.0, 0.0, 1.0]])
+    assert order_twin_accuracy(sims, pairs) == pytest.approx(100 * (1 + 0 + 0.5 + 1 + 1) / 5)
+
+
 def test_order_dependent_captions_are_scored_as_their_own_subset(tiny_synth):
     """evaluate() adds t2v_order / v2t_order: the same metric on the order-sensitive captions only."""
     from videotext.data.schema import VideoTextDataset
@@ -175,3 +203,4 @@ def test_order_dependent_captions_are_scored_as_their_own_subset(tiny_synth):
     expected = evaluate_encoded(method, encoded, query_mask=mask)
     assert result["t2v_order"]["R1"] == pytest.approx(expected["t2v"]["R1"])
     assert result["v2t_order"]["n_queries"] == len(order_ids)
+    assert 0 < result["t2v_order"]["twin_pairs"] and 0 <= result["t2v_order"]["twin_accuracy"] <= 100

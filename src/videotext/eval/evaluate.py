@@ -109,13 +109,51 @@ def order_sensitive_mask(dataset: VideoTextDataset, encoded: Encoded) -> np.ndar
     return np.array([bool(dataset[r.video_id].meta.get("order_sensitive")) for r in encoded.refs], dtype=bool)
 
 
+def _event_sequence(video: Any) -> tuple | None:
+    """(colour, shape, action) of each `meta.events` entry in time order, or None without events."""
+    events = video.meta.get("events") if isinstance(video.meta, dict) else None
+    if not events:
+        return None
+    ordered = sorted(events, key=lambda e: (e.get("start", 0.0), e.get("end", 0.0)))
+    return tuple((e.get("colour"), e.get("shape"), e.get("action")) for e in ordered)
+
+
+def order_twin_pairs(dataset: VideoTextDataset, encoded: Encoded) -> list[tuple[int, int, int]]:
+    """(caption row, its video's column, twin column) for every caption whose video has an
+    *order twin* in the split: a video with the same events (`meta.events`) in another order."""
+    columns = {v: i for i, v in enumerate(encoded.video_ids)}
+    sequences = {v: _event_sequence(dataset[v]) for v in encoded.video_ids}
+    by_bag: dict[tuple, list[str]] = {}
+    for video_id, sequence in sequences.items():
+        if sequence is not None:
+            by_bag.setdefault(tuple(sorted(sequence)), []).append(video_id)
+    pairs = []
+    for row, ref in enumerate(encoded.refs):
+        sequence = sequences.get(ref.video_id)
+        if sequence is None:
+            continue
+        for twin in by_bag[tuple(sorted(sequence))]:
+            if sequences[twin] != sequence:
+                pairs.append((row, columns[ref.video_id], columns[twin]))
+    return pairs
+
+
+def order_twin_accuracy(sims: torch.Tensor, pairs: Sequence[tuple[int, int, int]]) -> float:
+    """% of (caption, twin) pairs where the caption scores its own video above the twin
+    (chance 50 %; a model blind to order scores the two alike). Ties count as half."""
+    rows, own, twin = (torch.tensor(column) for column in zip(*pairs))
+    diff = sims[rows, own] - sims[rows, twin]
+    return float(100.0 * ((diff > 0).float() + 0.5 * (diff == 0).float()).mean())
+
+
 def evaluate(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,
              batch_size: int = 256, device: Any = "cpu", return_ranks: bool = False) -> dict[str, Any]:
     """Encode a split and compute t2v / v2t retrieval metrics (multi-caption protocol).
 
     When some (not all) of the split's videos are marked order-sensitive (the synthetic
     data marks them), the same metrics on those captions only are added as
-    "t2v_order" / "v2t_order".
+    "t2v_order" / "v2t_order", and "t2v_order.twin_accuracy": how often such a caption
+    scores its video above the video with the same events in another order (chance 50 %).
     """
     encoded = encode_split(method, dataset, read_features, batch_size, device)
     result = evaluate_encoded(method, encoded, return_ranks=return_ranks)
@@ -123,4 +161,8 @@ def evaluate(method: Method, dataset: VideoTextDataset, read_features: VideoFeat
     if mask.any() and not mask.all():
         subset = evaluate_encoded(method, encoded, query_mask=mask)
         result["t2v_order"], result["v2t_order"] = subset["t2v"], subset["v2t"]
+        pairs = order_twin_pairs(dataset, encoded)
+        if pairs:
+            result["t2v_order"]["twin_accuracy"] = order_twin_accuracy(score(method, encoded), pairs)
+            result["t2v_order"]["twin_pairs"] = len(pairs)
     return result

@@ -47,6 +47,8 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("MdR", "MdR"),
     ("MnR", "MnR"),
 )
+#: Columns shown only when some row has them (order twins: synthetic order-dependent captions).
+OPTIONAL_COLUMNS: tuple[tuple[str, str], ...] = (("twin_accuracy", "twin acc. (%)"),)
 #: Row labels of the two retrieval directions; other direction keys are shown as is.
 DIRECTION_LABELS: dict[str, str] = {"t2v": "text → video", "v2t": "video → text"}
 
@@ -567,14 +569,16 @@ def _table_html(metrics: Mapping[str, Any], caption: str) -> str:
     if "R1" in metrics:  # a single direction given without its key
         metrics = {"t2v": metrics}
     ordered = [d for d in DIRECTION_LABELS if d in metrics] + [d for d in metrics if d not in DIRECTION_LABELS]
-    head = "".join(f'<th scope="col">{_esc(label)}</th>' for _, label in TABLE_COLUMNS)
+    columns = TABLE_COLUMNS + tuple(c for c in OPTIONAL_COLUMNS
+                                    if any(isinstance(r, Mapping) and c[0] in r for r in metrics.values()))
+    head = "".join(f'<th scope="col">{_esc(label)}</th>' for _, label in columns)
     rows = []
     counts = []
     for direction in ordered:
         row = metrics[direction]
         if not isinstance(row, Mapping):
             continue
-        cells = "".join(f'<td class="num">{_esc(_cell(row.get(key)))}</td>' for key, _ in TABLE_COLUMNS)
+        cells = "".join(f'<td class="num">{_esc(_cell(row.get(key)))}</td>' for key, _ in columns)
         label = DIRECTION_LABELS.get(direction, direction)
         rows.append(f'<tr><th scope="row">{_esc(label)}</th>{cells}</tr>')
         n = row.get("n_queries")
@@ -582,7 +586,10 @@ def _table_html(metrics: Mapping[str, Any], caption: str) -> str:
             counts.append(f"{label}: {int(n)} queries")
         elif isinstance(n, Mapping) and _is_number(n.get("mean")):
             counts.append(f"{label}: {int(n['mean'])} queries")
-    foot = f'<p class="small">{_esc("; ".join(counts))}. R@K in %, MdR/MnR: median/mean rank.</p>' if counts else ""
+    twin = ("; twin acc.: how often an order-dependent caption scores its video above the video with the "
+            "same events in another order (chance 50 %)") if len(columns) > len(TABLE_COLUMNS) else ""
+    legend = "; ".join(counts) + ". R@K in %, MdR/MnR: median/mean rank" + twin
+    foot = f'<p class="small">{_esc(legend)}.</p>' if counts else ""
     return (
         f'<table class="metrics"><caption>{_esc(caption)}</caption>'
         f'<thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{foot}'

@@ -75,6 +75,7 @@ class MMTConfig:
     margin: float = 0.05  # §4.2
     loss_normalise: str = "positives"  # eq. 8 (1/B); "terms" = official MaxMarginRankingLoss(fix_norm=True)
     temperature: float = 0.05  # InfoNCE σ when loss = infonce (Frozen in Time §3.3)
+    expert_loss_weight: float = 0.0  # not the paper's: + λ · mean over experts of the loss on ⟨φ^i, ψ^i⟩ alone
 
 
 _CHOICES = {"agg_init": ("max", "mean", "zero"), "encoder": ("mmt", "none"), "inputs": ("all", "agg"),
@@ -338,7 +339,19 @@ class MMT(Method):
         cfg = self.config
         options = ({"temperature": cfg.temperature} if cfg.loss == "infonce"
                    else {"margin": cfg.margin, "normalise": cfg.loss_normalise})
-        return contrastive_loss(cfg.loss, sims, positives=gather_positives(batch.get("positives")), **options)
+        positives = gather_positives(batch.get("positives"))
+        out = contrastive_loss(cfg.loss, sims, positives=positives, **options)
+        if cfg.expert_loss_weight > 0:  # keeps every expert's own similarity discriminative (no dead experts)
+            per_expert = [contrastive_loss(cfg.loss, self.expert_similarity(text, video, i), positives=positives,
+                                           **options)["loss"] for i in range(len(self.experts))]
+            out["expert_loss"] = torch.stack(per_expert).mean()
+            out["loss"] = out["loss"] + cfg.expert_loss_weight * out["expert_loss"]
+        return out
+
+    @staticmethod
+    def expert_similarity(text: dict[str, torch.Tensor], video: dict[str, torch.Tensor], index: int) -> torch.Tensor:
+        """⟨φ^i, ψ_agg^i⟩ of one expert, [n_text, n_video]; 0 where the video lacks the expert."""
+        return (text["experts"][:, index] @ video["experts"][:, index].T) * video["available"][None, :, index]
 
     # --- run report ------------------------------------------------------------------------
     def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
