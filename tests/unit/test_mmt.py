@@ -275,3 +275,12 @@ def test_report_extras_remove_each_expert_as_missing(tmp_path, text_model):
     m = model.experts.index("audio")
     assert drop["available"][:, m].sum() == 0 and full["available"][:, m].sum() == 4
     assert (drop["experts"][:, 1 - m] - full["experts"][:, 1 - m]).abs().max() > 1e-4
+    # each expert alone = R@1 of its own cosine matrix ⟨φ^i, ψ^i⟩ (one caption per video, in order)
+    from videotext.eval.evaluate import encode_split
+    encoded = encode_split(model, dataset, reader)
+    alone = extras["tables"]["each expert's own similarity ⟨φ^i, ψ^i⟩ alone (same model)"]
+    for i, expert in enumerate(model.experts):
+        sims = encoded.text["experts"][:, i] @ encoded.video["experts"][:, i].T  # [4 captions, 4 videos]
+        ranks = 1 + (sims > sims.diagonal()[:, None]).sum(1).float()  # rank of the caption's own video
+        assert alone[f"t2v, {expert} alone"]["R1"] == pytest.approx(100 * float((ranks == 1).float().mean()))
+        assert alone[f"t2v, {expert} alone"]["MnR"] == pytest.approx(float(ranks.mean()))
