@@ -84,9 +84,12 @@ def score(method: Method, encoded: Encoded) -> torch.Tensor:
 
 
 def evaluate_encoded(method: Method, encoded: Encoded, query_mask: np.ndarray | None = None,
-                     return_ranks: bool = False) -> dict[str, Any]:
-    """Both directions of the multi-caption protocol, optionally on a subset of captions."""
-    sims = score(method, encoded)
+                     return_ranks: bool = False, sims: torch.Tensor | None = None) -> dict[str, Any]:
+    """Both directions of the multi-caption protocol, optionally on a subset of captions.
+
+    `sims` ([n_captions, n_videos]) replaces the method's own scoring: a matrix already
+    computed, or another score of the same embeddings (one MMT expert alone)."""
+    sims = score(method, encoded) if sims is None else sims
     relevant = multi_caption_relevance([r.video_id for r in encoded.refs], encoded.video_ids)
     t2v = retrieval_metrics(sims, relevant, query_mask=query_mask, return_ranks=return_ranks)
     inverse = invert_relevance(relevant, len(encoded.video_ids))
@@ -111,7 +114,7 @@ def order_sensitive_mask(dataset: VideoTextDataset, encoded: Encoded) -> np.ndar
 
 def _event_sequence(video: Any) -> tuple | None:
     """(colour, shape, action) of each `meta.events` entry in time order, or None without events."""
-    events = video.meta.get("events") if isinstance(video.meta, dict) else None
+    events = video.meta.get("events")
     if not events:
         return None
     ordered = sorted(events, key=lambda e: (e.get("start", 0.0), e.get("end", 0.0)))
@@ -156,13 +159,14 @@ def evaluate(method: Method, dataset: VideoTextDataset, read_features: VideoFeat
     scores its video above the video with the same events in another order (chance 50 %).
     """
     encoded = encode_split(method, dataset, read_features, batch_size, device)
-    result = evaluate_encoded(method, encoded, return_ranks=return_ranks)
+    sims = score(method, encoded)  # scored once for the full set, the order subset and the twins
+    result = evaluate_encoded(method, encoded, return_ranks=return_ranks, sims=sims)
     mask = order_sensitive_mask(dataset, encoded)
     if mask.any() and not mask.all():
-        subset = evaluate_encoded(method, encoded, query_mask=mask)
+        subset = evaluate_encoded(method, encoded, query_mask=mask, sims=sims)
         result["t2v_order"], result["v2t_order"] = subset["t2v"], subset["v2t"]
         pairs = order_twin_pairs(dataset, encoded)
         if pairs:
-            result["t2v_order"]["twin_accuracy"] = order_twin_accuracy(score(method, encoded), pairs)
+            result["t2v_order"]["twin_accuracy"] = order_twin_accuracy(sims, pairs)
             result["t2v_order"]["twin_pairs"] = len(pairs)
     return result

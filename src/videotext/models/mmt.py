@@ -380,13 +380,9 @@ class MMT(Method):
                                                                                encoded.video_ids))["t2v"]
         finally:
             self.train(was_training)
-        alone = {}
-        for i, expert in enumerate(self.experts):  # one-hot mixture weights: ⟨φ^i, ψ^i⟩ only; a dead expert is near chance
-            onehot = F.one_hot(torch.full_like(encoded.text["weights"][:, 0], i, dtype=torch.long),
-                               len(self.experts)).to(encoded.text["weights"].dtype)
-            text = {**encoded.text, "weights": onehot}
-            alone[f"t2v, {expert} alone"] = evaluate_encoded(self, Encoded(text, encoded.video, encoded.refs,
-                                                                           encoded.video_ids))["t2v"]
+        alone = {f"t2v, {expert} alone": evaluate_encoded(  # ⟨φ^i, ψ^i⟩ only: a dead expert is near chance
+            self, encoded, sims=self.expert_similarity(encoded.text, encoded.video, i))["t2v"]
+            for i, expert in enumerate(self.experts)}
         report_dir = Path(report_dir)
         report_dir.mkdir(parents=True, exist_ok=True)
         fig, (left, middle, right) = _new_figure(13.0, 3.2, ncols=3)
