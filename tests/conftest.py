@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -35,3 +36,23 @@ def tiny_config_overrides(root: Path) -> list[str]:
     return [f"data.manifest={root / 'manifest.json'}", f"data.features={root / 'features'}",
             "model.freeze_text=true", "model.embed_dim=32", "train.batch_size=8", "train.epochs=3",
             "schedule.warmup_steps=2", "schedule.decay=linear", "train.log_every=1", "optim.lr=0.003"]
+
+
+@pytest.fixture(scope="session")
+def tiny_t5(tmp_path_factory) -> Path:
+    """A tiny random T5 (word-level tokenizer, 11 words) saved with save_pretrained, as released."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    path = tmp_path_factory.mktemp("tiny_t5")
+    words = ["<pad>", "</s>", "<unk>", "a", "red", "circle", "moves", "left", "blue", "square", "spins"]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    tok.save_pretrained(path)
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=len(words), d_model=16, d_kv=4, d_ff=32, num_layers=2, num_decoder_layers=1,
+                      num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    T5ForConditionalGeneration(config).save_pretrained(path)  # a full seq2seq checkpoint, as released
+    return path

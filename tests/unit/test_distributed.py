@@ -188,7 +188,7 @@ def _method_cases(bert: str):
     cases = []
     torch.manual_seed(0)
     support = build_method("supportset", {
-        "text_model": bert, "embed_dim": 16, "ffn_dim": 32, "decoder_dim": 16, "decoder_ffn_dim": 32,
+        "text_model": bert, "embed_dim": 16, "ffn_dim": 32, "decoder": "scratch", "decoder_dim": 16, "decoder_ffn_dim": 32,
         "dropout": 0.0, "decoder_dropout": 0.0, "temperature": 0.5, "captioning": "cross"}, expert_dims=SS_DIMS)
     full = {"video": _video_batch(), "text": support.prepare_text(TEXTS)}
     cases.append(("supportset", support, full, lambda rows: _rows(full, rows, 4)))

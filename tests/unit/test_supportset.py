@@ -162,7 +162,8 @@ def _video_batch(seed: int = 0, extra_steps: int = 0) -> dict:
 @pytest.fixture(scope="module")
 def small_model():
     torch.manual_seed(0)
-    cfg = {"embed_dim": 32, "ffn_dim": 64, "decoder_dim": 32, "decoder_ffn_dim": 64, "freeze_text": True,
+    cfg = {"embed_dim": 32, "ffn_dim": 64, "decoder": "scratch", "decoder_dim": 32, "decoder_ffn_dim": 64,
+           "freeze_text": True,
            "dropout": 0.0, "decoder_dropout": 0.0, "temperature": 0.5}
     return build_method("supportset", cfg, expert_dims=DIMS)
 

@@ -133,7 +133,8 @@ def test_caption_videos_matches_the_method_on_stored_features(tiny_synth, tmp_pa
     config = load_config(None, [f"data.manifest={tiny_synth / 'manifest.json'}",
                                 f"data.features={tiny_synth / 'features'}", "data.experts=motion,audio",
                                 "method=supportset", "model.freeze_text=true", "train.batch_size=8",
-                                "model.embed_dim=16", "model.ffn_dim=32", "model.decoder_dim=16"])
+                                "model.embed_dim=16", "model.ffn_dim=32", "model.decoder=scratch",
+                                "model.decoder_dim=16"])
     store = FeatureStore(tiny_synth / "features")
     dims = {e: int(store.dim(e)) for e in experts}
     torch.manual_seed(0)
@@ -199,7 +200,8 @@ def test_report_extras_scores_captions_in_one_call_and_plots_the_attention(tmp_p
     videos = [Video(f"v{i}", captions=[f"a red circle number {i}", "a shape moves"]) for i in range(6)]
     data = VideoTextDataset("t", videos, {"test": [v.id for v in videos]})
     torch.manual_seed(0)
-    model = build_method("supportset", {"embed_dim": 16, "ffn_dim": 32, "decoder_dim": 16, "decoder_ffn_dim": 32,
+    model = build_method("supportset", {"embed_dim": 16, "ffn_dim": 32, "decoder": "scratch", "decoder_dim": 16,
+                                        "decoder_ffn_dim": 32,
                                         "freeze_text": True, "max_caption_tokens": 6, "report_beam_size": 2},
                          expert_dims={"a": 3, "m": 2})
     extras = model.report_extras(data, VideoFeatures(_Store(), ["a", "m"], 10), tmp_path)

@@ -6,25 +6,6 @@ import pytest
 import torch
 
 
-@pytest.fixture(scope="module")
-def tiny_t5(tmp_path_factory):
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
-
-    path = tmp_path_factory.mktemp("tiny_t5")
-    words = ["<pad>", "</s>", "<unk>", "a", "red", "circle", "moves", "left", "blue", "square", "spins"]
-    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    core.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
-    tok.save_pretrained(path)
-    torch.manual_seed(0)
-    config = T5Config(vocab_size=len(words), d_model=16, d_kv=4, d_ff=32, num_layers=2, num_decoder_layers=1,
-                      num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
-    T5ForConditionalGeneration(config).save_pretrained(path)  # a full seq2seq checkpoint, as released
-    return path
-
-
 def test_hf_text_encoder_loads_the_t5_encoder_by_path(tiny_t5):
     from transformers import T5EncoderModel
 
@@ -61,7 +42,8 @@ def test_supportset_trains_on_a_t5_text_encoder(tiny_t5):
 
     torch.manual_seed(0)
     model = build_method("supportset", {"text_model": str(tiny_t5), "embed_dim": 16, "ffn_dim": 32,
-                                        "decoder_dim": 16, "decoder_ffn_dim": 32, "dropout": 0.0},
+                                        "decoder": "scratch", "decoder_dim": 16, "decoder_ffn_dim": 32,
+                                        "dropout": 0.0},
                          expert_dims={"a": 3})
     assert model.decoder.bos_id == 0 and model.decoder.eos_id == 1  # T5: pad starts, </s> ends
     text = model.prepare_text(["a red circle", "blue square spins", "a circle"])

@@ -11,10 +11,13 @@ Loss (§3.1): hardest-negative triplet (eq. 1, α = 0.2) + λ · cross-captionin
 ē_v^i = Σ_j W_ij e_v^j, where e_v = Ψ'(v) is the fused (frozen) feature sequence and W
 one of the attention variants of `videotext.losses.captioning`.
 
-Departures, each a config switch: experts are LayerNorm-ed before fusion (our experts
-live on very different scales; `normalize_experts`), and the decoder is a small
-transformer trained from scratch on the text encoder's WordPiece vocabulary instead of
-the pre-trained T5 decoder (no T5 weights offline).
+The decoder is pre-trained, as in the paper (§3.2: "a pre-trained T-5 decoder"): an HF
+T5 by path (`decoder_model`), or, for the embedded default where no T5 weights exist, the
+bundled MiniLM used as a decoder with new cross-attention (Rothe et al. 2020).
+`decoder: scratch` keeps the earlier small decoder trained from nothing.
+
+Departure, a config switch: experts are LayerNorm-ed before fusion (our experts live on
+very different scales; `normalize_experts`).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from videotext.config import ConfigError
 from videotext.losses import hardest_negative_triplet
 from videotext.losses.captioning import VARIANTS, mix_support_set, support_set_weights
 from videotext.models.base import Method, register
-from videotext.models.layers.caption_decoder import CaptionDecoder
+from videotext.models.layers.caption_decoder import CaptionDecoder, HFCaptionDecoder
 from videotext.models.layers.pooling_head import (
     BiGRUPreEncoder, MLPPreEncoder, TemporalCNN, TransformerPoolingHead,
 )
@@ -60,7 +63,10 @@ class SupportSetConfig:
     temperature: float = 0.1  # T of eq. 3 (not given in the paper; ours) on cosine similarities
     support_size: int = 0  # support set = blocks of this many batch samples; 0 = the whole batch (Table 1e)
     caption_memory: str = "features"  # features: e_v = Ψ'(v) (eq. 3) | sequence: the video head's output
-    decoder_dim: int = 256  # small decoder (ours; the paper fine-tunes T5-base's decoder)
+    decoder: str = "pretrained"  # pretrained: an HF model by path (§3.2 "a pre-trained T-5 decoder") | scratch
+    decoder_model: str = ""  # HF folder: a T5 (the paper: T5-base, §6.1) or a BERT-family model used as a
+    # decoder with new cross-attention; "" = the bundled all-MiniLM-L6-v2
+    decoder_dim: int = 256  # the scratch decoder's sizes (ours)
     decoder_layers: int = 2
     decoder_heads: int = 4
     decoder_ffn_dim: int = 1024
@@ -94,7 +100,16 @@ class SupportSet(Method):
         self.video_head = TransformerPoolingHead(self._pre_encoder(config.video_pre_encoder, fused_dim), **head)
         self.text_head = TransformerPoolingHead(self._pre_encoder(config.text_pre_encoder, hidden), **head)
         self.decoder = None
-        if config.captioning != "none":
+        memory_dim = fused_dim if config.caption_memory == "features" else d
+        if config.captioning != "none" and config.decoder == "pretrained":
+            from videotext.text.encoder import default_text_model_path
+
+            path = config.decoder_model or default_text_model_path()
+            try:
+                self.decoder = HFCaptionDecoder(path, memory_dim, config.max_caption_tokens, config.decoder_dropout)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"model.decoder_model {path!r}: cannot load ({exc})") from None
+        elif config.captioning != "none":
             tok = self.text_encoder.tokenizer
             # BERT: [CLS] w… [SEP]; T5 tokenizers add no begin token (w… </s>): the pad id starts
             # decoding (T5's decoder_start_token_id) and is prepended to the targets in `loss`
@@ -102,7 +117,7 @@ class SupportSet(Method):
             bos = tok.pad_token_id if self._prepend_bos else tok.cls_token_id
             eos = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
             self.decoder = CaptionDecoder(
-                len(tok), fused_dim if config.caption_memory == "features" else d,
+                len(tok), memory_dim,
                 bos_id=bos, eos_id=eos, pad_id=tok.pad_token_id,
                 dim=config.decoder_dim, layers=config.decoder_layers, heads=config.decoder_heads,
                 ffn_dim=config.decoder_ffn_dim, dropout=config.decoder_dropout, max_len=config.max_caption_tokens,
@@ -111,7 +126,8 @@ class SupportSet(Method):
     @staticmethod
     def _check(config: SupportSetConfig) -> None:
         choices = {"video_pre_encoder": ("cnn", "mlp"), "text_pre_encoder": ("gru", "cnn", "mlp"),
-                   "captioning": VARIANTS, "caption_memory": ("features", "sequence")}
+                   "captioning": VARIANTS, "caption_memory": ("features", "sequence"),
+                   "decoder": ("pretrained", "scratch")}
         for key, allowed in choices.items():
             if getattr(config, key) not in allowed:
                 raise ConfigError(f"model.{key}: expected one of {list(allowed)}, got {getattr(config, key)!r}")
@@ -128,7 +144,10 @@ class SupportSet(Method):
 
     # --- text ----------------------------------------------------------------------------
     def prepare_text(self, texts: list[str]) -> dict[str, Any]:
-        return self.text_encoder.tokenize(texts)
+        batch = self.text_encoder.tokenize(texts)
+        if isinstance(self.decoder, HFCaptionDecoder):  # the decoder's own vocabulary
+            batch["caption_ids"] = self.decoder.tokenize(texts)
+        return batch
 
     def token_features(self, batch: dict[str, Any]) -> torch.Tensor:
         """Per-token encoder states [B, L, H]; a frozen encoder's are cached per caption."""
@@ -205,9 +224,12 @@ class SupportSet(Method):
         if self.decoder is not None:
             weights = support_set_weights(c_t, c_v, cfg.captioning, cfg.temperature, cfg.support_size or None)
             memory, memory_mask = gather_for_loss(*self.caption_memory(e_v, mask, sequence))
-            targets = batch["text"]["input_ids"]
-            if self._prepend_bos:  # T5 tokenizers: w… </s> → BOS w… </s>
-                targets = F.pad(targets, (1, 0), value=self.decoder.bos_id)
+            if "caption_ids" in batch["text"]:  # a pre-trained decoder's targets
+                targets = batch["text"]["caption_ids"]
+            else:
+                targets = batch["text"]["input_ids"]
+                if self._prepend_bos:  # T5 tokenizers: w… </s> → BOS w… </s>
+                    targets = F.pad(targets, (1, 0), value=self.decoder.bos_id)
             if global_negatives_enabled():  # every rank decodes the global batch's captions
                 targets = gather_with_grad(targets, pad_value=self.decoder.pad_id)
             memory, memory_mask = mix_support_set(weights, memory, memory_mask)
@@ -226,7 +248,8 @@ class SupportSet(Method):
         _, e_v, mask, sequence = self.video_states(batch)
         memory, memory_mask = self.caption_memory(e_v, mask, sequence)
         ids = self.decoder.generate(memory, memory_mask, beam_size, max_len, length_penalty)
-        return [self.text_encoder.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
+        tokenizer = getattr(self.decoder, "tokenizer", None) or self.text_encoder.tokenizer
+        return [tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
 
 
     # --- report ------------------------------------------------------------------------

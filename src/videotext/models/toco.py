@@ -1,12 +1,24 @@
 """`toco`: a cross-modal fusion encoder trained with global + token-level contrast (ToCo).
 
-Video tokens x (expert features per time step, aligned by relative time and
-concatenated, then projected: x̂) and text tokens y (the outputs of BERT's embedding
-layer, §4.2) projected to ŷ are fused by a self-attention stack with a [CLS] token
-(`layers/fusion.py`). f(x, y) = MLP([CLS] out) is trained with eq. 1; f^t(x, y; y^k) =
-MLP([ẙ^k, y^k]) with eq. 2 on the tokens of interest (nouns/verbs/adjectives, TF-IDF
-weighted, `videotext.text.pos`). Negatives are the hardest k of the batch under a cheap
-dual scorer (mean-pooled x̂ and ŷ, dot product) that trains with its own InfoNCE (§3.3).
+The default follows the paper's Fig. 2 and §3–4 (`architecture` options keep the old one):
+- video: expert features per time step, aligned by relative time and concatenated (x),
+  projected and read by a 2-layer video transformer → x̂ (§5.2 "merely uses two layer of
+  video encoders"; Table 2's "2-2" column);
+- text: the pre-trained text model h, fine-tuned (§3.1 "videos and texts are already
+  well-represented by pre-trained models (… BERT for text)", §3.4 "finetune the
+  pre-trained language encoder h"); its contextual outputs, projected, are ŷ;
+- a BERT-like cross encoder over [CLS, x̂, ŷ] (§3.2), initialised from the text model's
+  top layers when widths match (`cross_init`);
+- f(x, y) = MLP([CLS] out), eq. 1; f^t(x, y; y^k) = MLP([ẙ^k, y^k]) with eq. 2 on the tokens
+  of interest (nouns/verbs/adjectives, TF-IDF weighted, `videotext.text.pos`), where y^k is
+  the context-independent output of the text model's embedding layer (§4.2 "The 768-d
+  outputs of the embedding layer in the BERT-base model are used as the raw token
+  embeddings y_i in equation 2").
+Negatives are the hardest k of the batch under a cheap dual scorer (mean-pooled x̂ and ŷ,
+dot product) that trains with its own InfoNCE (§3.3).
+
+`text_features: embeddings` with `video_layers: 0` and `cross_init: random` is the
+earlier build: embedding-layer vectors straight into a randomly initialised fusion stack.
 
 A cross-encoder scores pairs, so retrieval is two-stage: `similarity` ranks every video
 with the cheap scorer, then re-scores each query's top-k with f + λ·f^t (§3.4, the
@@ -27,7 +39,7 @@ from videotext.config import ConfigError
 from videotext.losses import info_nce
 from videotext.losses.token import global_contrast, sample_negatives, token_contrast
 from videotext.models.base import Method, register
-from videotext.models.layers.fusion import FusionEncoder, ScoreMLP
+from videotext.models.layers.fusion import FusionEncoder, ScoreMLP, VideoEncoder, copy_bert_layers
 from videotext.text import HFTextEncoder
 from videotext.text.pos import TOKEN_CLASSES, PosTagger, fit_idf, select_pieces, tfidf_weights
 
@@ -35,12 +47,18 @@ from videotext.text.pos import TOKEN_CLASSES, PosTagger, fit_idf, select_pieces,
 @dataclass
 class ToCoConfig:
     text_model: str = ""  # HF folder or name; "" = bundled all-MiniLM-L6-v2 (paper: BERT-base)
-    text_features: str = "embeddings"  # embeddings (§4.2: BERT's embedding-layer outputs) | last_hidden
+    # contextual (§3.1/§3.4: the fine-tuned text model's outputs enter the cross encoder; its
+    # embedding layer gives y^k of eq. 2, §4.2) | embeddings (embedding-layer vectors both as the
+    # cross encoder's input and as y^k: the earlier build) | last_hidden (contextual outputs as both)
+    text_features: str = "contextual"
     freeze_text: bool = False  # §3.4: the language encoder h is fine-tuned
     max_text_tokens: int = 30  # §4.2
     max_video_tokens: int = 48  # §4.2
     hidden_dim: int = 768  # BERT-base width (§3.2 "BERT-like architecture")
-    num_layers: int = 2  # §5.2: "merely uses two layer[s]" of fusion
+    num_layers: int = 2  # cross-encoder layers (Table 2: "2-2", video layers - cross layers)
+    video_layers: int = 2  # §5.2 "merely uses two layer of video encoders"; 0 = no video transformer
+    cross_init: str = "text"  # text: the cross encoder starts from the text model's top layers where the
+    # widths match (hidden_dim, num_heads, ff_dim), else random | random
     num_heads: int = 12
     ff_dim: int = 3072
     dropout: float = 0.1
@@ -74,8 +92,13 @@ class ToCo(Method):
         super().__init__(config)
         if not expert_dims:
             raise ConfigError("toco needs the feature dimension of each expert (expert_dims)")
-        if config.text_features not in ("embeddings", "last_hidden"):
-            raise ConfigError(f"model.text_features: expected embeddings or last_hidden, got {config.text_features!r}")
+        if config.text_features not in ("contextual", "embeddings", "last_hidden"):
+            raise ConfigError("model.text_features: expected contextual, embeddings or last_hidden, "
+                              f"got {config.text_features!r}")
+        if config.cross_init not in ("text", "random"):
+            raise ConfigError(f"model.cross_init: expected text or random, got {config.cross_init!r}")
+        if config.video_layers < 0:
+            raise ConfigError(f"model.video_layers: expected 0 or more, got {config.video_layers!r}")
         if config.token_classes not in TOKEN_CLASSES:
             raise ConfigError(f"model.token_classes: expected one of {sorted(TOKEN_CLASSES)}, got {config.token_classes!r}")
         if config.negatives not in ("hard", "random"):
@@ -87,7 +110,8 @@ class ToCo(Method):
         self.experts = list(expert_dims)
         text = HFTextEncoder(config.text_model, "mean", config.freeze_text, config.max_text_tokens)
         self._tokenizer = text.tokenizer  # not a module: only the layers we use are registered
-        # §4.2: the raw token embeddings y are the outputs of BERT's embedding layer
+        # §4.2: the raw token embeddings y are the outputs of BERT's embedding layer; the earlier
+        # build (`embeddings`) keeps only that layer, the others the whole fine-tuned model h (§3.4)
         self.text_model = text.model.embeddings if config.text_features == "embeddings" else text.model
         self.text_model.requires_grad_(not config.freeze_text)
         text_dim = text.hidden_size
@@ -98,14 +122,45 @@ class ToCo(Method):
         self.expert_norms = nn.ModuleDict({e: nn.LayerNorm(dim) for e, dim in expert_dims.items()})
         self.video_proj = nn.Linear(sum(expert_dims.values()), d)  # x → x̂
         self.text_proj = nn.Linear(text_dim, d)  # y → ŷ
+        self.video_encoder = (VideoEncoder(d, config.video_layers, config.num_heads, config.ff_dim, config.dropout,
+                                           config.max_video_tokens, config.pre_norm)
+                              if config.video_layers else None)
         self.fusion = FusionEncoder(d, config.num_layers, config.num_heads, config.ff_dim, config.dropout,
                                     config.max_video_tokens, config.pre_norm)
+        self.cross_init_source = self._init_cross_encoder(text.model) if config.cross_init == "text" else "random"
         self.global_head = ScoreMLP(d, d)  # f: [CLS] → scalar (§3.2)
         self.token_head = ScoreMLP(d + text_dim, d)  # f^t: [ẙ^k, y^k] → scalar (§3.3, Fig. 2b)
         # "raw" keeps the cheap loss's gradient (~50x the fusion's at σ = 0.05) off x̂ / ŷ's projections
         raw = config.cheap_input == "raw"
         self.cheap_video = nn.Linear(sum(expert_dims.values()) if raw else d, config.cheap_dim)
         self.cheap_text = nn.Linear(text_dim if raw else d, config.cheap_dim)
+
+    def _init_cross_encoder(self, text_model: nn.Module) -> str:
+        """Start the cross encoder from the text model's top `num_layers` layers when the shapes match.
+
+        Why: the cross encoder is "BERT-like" (§3.2) and reads ŷ, the text model's own
+        contextual states; a pre-trained layer of the same width already mixes such states,
+        so only the video side and the heads start from nothing. The top layers are taken
+        because their inputs look most like ŷ. ŷ's projection then starts as the identity, so
+        the copied layers see the states they were trained on. Returns where the weights came from.
+        """
+        cfg = self.config
+        bert = getattr(getattr(text_model, "encoder", None), "layer", None)
+        tc = text_model.config
+        wanted = {"hidden_dim": (cfg.hidden_dim, getattr(tc, "hidden_size", None)),
+                  "num_heads": (cfg.num_heads, getattr(tc, "num_attention_heads", None)),
+                  "ff_dim": (cfg.ff_dim, getattr(tc, "intermediate_size", None))}
+        mismatch = [f"{k} {ours} vs {theirs}" for k, (ours, theirs) in wanted.items() if ours != theirs]
+        if bert is None or len(bert) < cfg.num_layers or cfg.pre_norm or getattr(tc, "hidden_act", "") != "gelu":
+            mismatch.append("the text model has no BERT post-LN GELU layers to copy")
+        if mismatch:
+            return "random (" + "; ".join(mismatch) + ")"
+        copy_bert_layers(self.fusion.layers, bert[len(bert) - cfg.num_layers :])
+        with torch.no_grad():
+            self.text_proj.weight.copy_(torch.eye(cfg.hidden_dim))
+            self.text_proj.bias.zero_()
+        first = len(bert) - cfg.num_layers
+        return f"text model layers {first}-{len(bert) - 1}"
 
     def train(self, mode: bool = True) -> "ToCo":
         super().train(mode)
@@ -136,12 +191,16 @@ class ToCo(Method):
         self.idf.copy_(fit_idf(list(texts), self.token_ids, self.idf.numel()).to(self.idf.device))
 
     def encode_text(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """→ {"tokens": y [N, L, d_y], "mask": [N, L], "weights": token-of-interest weights [N, L], "pooled": [N, c]}."""
+        """→ {"tokens": cross-encoder inputs before projection [N, L, d_y], "types": y^k of eq. 2
+        [N, L, d_y], "mask": [N, L], "weights": token-of-interest weights [N, L], "pooled": [N, c]}."""
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         if self.config.text_features == "embeddings":
-            tokens = self.text_model(input_ids=ids)  # [N, L, d_y]
+            tokens = types = self.text_model(input_ids=ids)  # [N, L, d_y]
         else:
-            tokens = self.text_model(input_ids=ids, attention_mask=mask.long()).last_hidden_state
+            out = self.text_model(input_ids=ids, attention_mask=mask.long(), output_hidden_states=True)
+            tokens = out.last_hidden_state  # [N, L, d_y] contextual
+            # hidden_states[0] is the embedding layer's output: the context-independent y^k (§4.2)
+            types = out.hidden_states[0] if self.config.text_features == "contextual" else tokens
         interest = batch["interest"] & mask
         if self.config.tfidf:
             weights = tfidf_weights(ids, batch["valid"] & mask, interest, self.idf)
@@ -149,7 +208,7 @@ class ToCo(Method):
             weights = interest.float() / interest.sum(1, keepdim=True).clamp_min(1)
         source = tokens if self.config.cheap_input == "raw" else self.text_proj(tokens)  # [N, L, d_y or d]
         pooled = (source * _expand(mask, source)).sum(1) / _expand(mask, source).sum(1).clamp_min(1)
-        return {"tokens": tokens, "mask": mask, "weights": weights,
+        return {"tokens": tokens, "types": types, "mask": mask, "weights": weights,
                 "pooled": F.normalize(self.cheap_text(pooled), dim=-1)}
 
     # --- video --------------------------------------------------------------------------
@@ -175,6 +234,8 @@ class ToCo(Method):
         """→ {"tokens": x̂ [V, max_video_tokens, d], "mask": [V, max_video_tokens], "pooled": [V, c]}."""
         raw, keep = self.video_tokens(batch)
         tokens = self.video_proj(raw) * _expand(keep, raw)  # [V, M, d]
+        if self.video_encoder is not None:
+            tokens = self.video_encoder(tokens, keep)  # x̂: the 2-layer video transformer (§5.2)
         source = raw if self.config.cheap_input == "raw" else tokens  # raw is already zero where not kept
         pooled = source.sum(1) / keep.sum(1, keepdim=True).clamp_min(1)
         pad = self.config.max_video_tokens - tokens.shape[1]  # fixed width so batches concatenate
@@ -188,11 +249,12 @@ class ToCo(Method):
         t_width = max(int(text["mask"][text_index].sum(1).max()), 1)
         v_width = max(int(video["mask"][video_index].sum(1).max()), 1)
         y = text["tokens"][text_index, :t_width]  # [P, L, d_y]
+        types = text["types"][text_index, :t_width]  # y^k [P, L, d_y]
         t_mask = text["mask"][text_index, :t_width]
         x = video["tokens"][video_index, :v_width]  # [P, M, d]
         v_mask = video["mask"][video_index, :v_width]
         cls, contextual = self.fusion(x, v_mask, self.text_proj(y), t_mask)
-        token_scores = self.token_head(torch.cat([contextual, y], dim=-1))  # [P, L]
+        token_scores = self.token_head(torch.cat([contextual, types], dim=-1))  # [P, L] f^t([ẙ^k, y^k])
         return self.global_head(cls), token_scores
 
     def pair_scores(self, text: dict[str, torch.Tensor], video: dict[str, torch.Tensor],

@@ -1,10 +1,19 @@
-"""A small autoregressive transformer decoder p(t | e): the captioner of Support-set (§3.1.2, eq. 2-3).
+"""Autoregressive caption decoders p(t | e): the captioner of Support-set (§3.1.2, eq. 2-3).
 
-The paper fine-tunes T5-base's decoder; no T5 weights exist offline here, so the default
-is a small pre-norm transformer decoder trained from scratch. It reads the vocabulary
-of the text encoder's tokenizer (MiniLM's WordPiece ids, [CLS] = begin, [SEP] = end),
-so no separate vocabulary file is needed, and ties its output layer to its token
-embedding. Generation is greedy (`beam_size=1`) or beam search with length penalty.
+The paper decodes with "a pre-trained T-5 decoder" (T5-base). Three decoders share one
+interface (`forward` → next-token logits, `nll`, `generate`):
+
+- `HFCaptionDecoder` over a pre-trained HF model by path: a T5's decoder and LM head
+  cross-attending to the (projected) memory, as in the paper; or a BERT used as a decoder,
+  causal self-attention plus new cross-attention layers (Rothe et al. 2020, "Leveraging
+  pre-trained checkpoints for sequence generation"; HF `is_decoder=True,
+  add_cross_attention=True`), which warm-starts from the bundled MiniLM where no T5
+  weights exist;
+- `CaptionDecoder`, a small pre-norm transformer decoder trained from scratch on the text
+  encoder's WordPiece vocabulary ([CLS] = begin, [SEP] = end), output tied to its token
+  embedding: the earlier default, kept as `decoder: scratch`.
+
+Generation is greedy (`beam_size=1`) or beam search with length penalty.
 """
 from __future__ import annotations
 
@@ -14,36 +23,17 @@ from torch import nn
 from videotext.losses.captioning import caption_loss
 
 
-class CaptionDecoder(nn.Module):
-    """Transformer decoder over a conditioning sequence `memory` [B, M, D_mem]."""
+class AutoregressiveDecoder(nn.Module):
+    """Teacher-forced NLL and greedy / beam generation over `forward(tokens, memory, memory_mask)`.
 
-    def __init__(self, vocab_size: int, memory_dim: int, bos_id: int, eos_id: int, pad_id: int,
-                 dim: int = 256, layers: int = 2, heads: int = 4, ffn_dim: int = 1024,
-                 dropout: float = 0.1, max_len: int = 32):
-        super().__init__()
-        self.bos_id, self.eos_id, self.pad_id, self.max_len = bos_id, eos_id, pad_id, max_len
-        self.memory_proj = nn.Linear(memory_dim, dim)
-        self.token_embedding = nn.Embedding(vocab_size, dim)
-        self.position_embedding = nn.Embedding(max_len, dim)
-        layer = nn.TransformerDecoderLayer(dim, heads, ffn_dim, dropout, batch_first=True, norm_first=True)
-        self.decoder = nn.TransformerDecoder(layer, layers)
-        self.norm = nn.LayerNorm(dim)
-        self.output_bias = nn.Parameter(torch.zeros(vocab_size))
-        nn.init.normal_(self.token_embedding.weight, std=dim ** -0.5)
-        nn.init.normal_(self.position_embedding.weight, std=0.02)
+    Subclasses set `bos_id`, `eos_id`, `pad_id`, `max_len` and return next-token logits
+    [B, L, V] from tokens [B, L] (starting with BOS) and memory [B, M, D_mem] (mask True = real).
+    """
 
-    def forward(self, tokens: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
-        """tokens [B, L] (starting with BOS), memory [B, M, D_mem], memory_mask [B, M] (True = real)
-        → next-token logits [B, L, V]."""
-        length = tokens.shape[1]
-        if length > self.max_len:
-            raise ValueError(f"CaptionDecoder: {length} tokens exceed max_len={self.max_len}")
-        positions = torch.arange(length, device=tokens.device)
-        x = self.token_embedding(tokens) + self.position_embedding(positions)  # [B, L, D]
-        causal = torch.triu(torch.ones(length, length, dtype=torch.bool, device=tokens.device), 1)
-        # padding after EOS needs no key mask: the causal mask already hides it from real tokens
-        h = self.decoder(x, self.memory_proj(memory), tgt_mask=causal, memory_key_padding_mask=~memory_mask)
-        return self.norm(h) @ self.token_embedding.weight.T + self.output_bias  # [B, L, V]
+    bos_id: int
+    eos_id: int
+    pad_id: int
+    max_len: int
 
     def nll(self, targets: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
         """Mean token negative log-likelihood of `targets` [B, L] = BOS w_1 … w_n EOS PAD…
@@ -102,6 +92,37 @@ class CaptionDecoder(nn.Module):
         return _strip(best[0][1:], self.eos_id)
 
 
+class CaptionDecoder(AutoregressiveDecoder):
+    """Transformer decoder over a conditioning sequence `memory` [B, M, D_mem], trained from scratch."""
+
+    def __init__(self, vocab_size: int, memory_dim: int, bos_id: int, eos_id: int, pad_id: int,
+                 dim: int = 256, layers: int = 2, heads: int = 4, ffn_dim: int = 1024,
+                 dropout: float = 0.1, max_len: int = 32):
+        super().__init__()
+        self.bos_id, self.eos_id, self.pad_id, self.max_len = bos_id, eos_id, pad_id, max_len
+        self.memory_proj = nn.Linear(memory_dim, dim)
+        self.token_embedding = nn.Embedding(vocab_size, dim)
+        self.position_embedding = nn.Embedding(max_len, dim)
+        layer = nn.TransformerDecoderLayer(dim, heads, ffn_dim, dropout, batch_first=True, norm_first=True)
+        self.decoder = nn.TransformerDecoder(layer, layers)
+        self.norm = nn.LayerNorm(dim)
+        self.output_bias = nn.Parameter(torch.zeros(vocab_size))
+        nn.init.normal_(self.token_embedding.weight, std=dim ** -0.5)
+        nn.init.normal_(self.position_embedding.weight, std=0.02)
+
+    def forward(self, tokens: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
+        """tokens [B, L] (starting with BOS), memory [B, M, D_mem], memory_mask [B, M] (True = real)
+        → next-token logits [B, L, V]."""
+        length = tokens.shape[1]
+        if length > self.max_len:
+            raise ValueError(f"CaptionDecoder: {length} tokens exceed max_len={self.max_len}")
+        positions = torch.arange(length, device=tokens.device)
+        x = self.token_embedding(tokens) + self.position_embedding(positions)  # [B, L, D]
+        causal = torch.triu(torch.ones(length, length, dtype=torch.bool, device=tokens.device), 1)
+        # padding after EOS needs no key mask: the causal mask already hides it from real tokens
+        h = self.decoder(x, self.memory_proj(memory), tgt_mask=causal, memory_key_padding_mask=~memory_mask)
+        return self.norm(h) @ self.token_embedding.weight.T + self.output_bias  # [B, L, V]
+
 def _normalised(hypothesis: tuple[list[int], float], length_penalty: float) -> float:
     seq, score = hypothesis
     return score / (max(len(seq) - 1, 1) ** length_penalty)
@@ -109,3 +130,68 @@ def _normalised(hypothesis: tuple[list[int], float], length_penalty: float) -> f
 
 def _strip(ids: list[int], eos_id: int) -> list[int]:
     return ids[: ids.index(eos_id)] if eos_id in ids else ids
+
+
+class HFCaptionDecoder(AutoregressiveDecoder):
+    """A pre-trained HF model as the caption decoder: T5 (encoder-decoder; its decoder and LM head)
+    or a BERT-family encoder turned decoder (causal self-attention + new cross-attention).
+
+    The memory [B, M, D_mem] is projected to the model's width and read by cross-attention
+    (T5: as `encoder_outputs`; BERT: as `encoder_hidden_states`). Its own tokenizer gives
+    the targets: T5 starts from `decoder_start_token_id` (the pad id) and ends with </s>;
+    BERT from [CLS] to [SEP].
+    """
+
+    def __init__(self, path: str, memory_dim: int, max_len: int = 32, dropout: float | None = None):
+        super().__init__()
+        from transformers import AutoConfig, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(path)
+        self.kind = "t5" if getattr(config, "model_type", "") in ("t5", "mt5", "umt5") else "bert"
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        extra = {} if dropout is None else ({"dropout_rate": dropout} if self.kind == "t5" else
+                                            {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout})
+        if self.kind == "t5":
+            from transformers import T5ForConditionalGeneration
+
+            model = T5ForConditionalGeneration.from_pretrained(path, **extra)
+            model.encoder = None  # only the decoder reads our memory: drop the text encoder stack
+            self.bos_id = int(model.config.decoder_start_token_id)
+            self.eos_id = int(model.config.eos_token_id)
+            width = int(model.config.d_model)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            # Rothe et al. 2020: the encoder's weights initialise a decoder; cross-attention is new
+            model = AutoModelForCausalLM.from_pretrained(path, is_decoder=True, add_cross_attention=True, **extra)
+            self.bos_id = int(self.tokenizer.cls_token_id)
+            self.eos_id = int(self.tokenizer.sep_token_id)
+            width = int(model.config.hidden_size)
+            max_len = min(max_len, int(model.config.max_position_embeddings))
+        self.pad_id = int(self.tokenizer.pad_token_id)
+        self.model, self.max_len, self.path = model, max_len, path
+        self.memory_proj = nn.Linear(memory_dim, width)
+
+    def tokenize(self, texts: list[str]) -> torch.Tensor:
+        """Targets [B, L] = BOS w_1 … w_n EOS PAD… in this decoder's vocabulary (L ≤ max_len + 1)."""
+        ids = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_len,
+                             return_tensors="pt")["input_ids"]
+        if self.kind == "t5":  # T5 tokenizers add no begin token: w… </s> → <pad> w… </s>
+            ids = torch.nn.functional.pad(ids, (1, 0), value=self.bos_id)
+        return ids
+
+    def forward(self, tokens: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
+        """tokens [B, L] (BOS first), memory [B, M, D_mem], memory_mask [B, M] → logits [B, L, V]."""
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(f"HFCaptionDecoder: {tokens.shape[1]} tokens exceed max_len={self.max_len}")
+        states = self.memory_proj(memory)  # [B, M, width]
+        mask = memory_mask.long()
+        if self.kind == "t5":
+            from transformers.modeling_outputs import BaseModelOutput
+
+            return self.model(encoder_outputs=BaseModelOutput(last_hidden_state=states), attention_mask=mask,
+                              decoder_input_ids=tokens, use_cache=False).logits
+        # padding after EOS needs no key mask: the causal mask already hides it from real tokens
+        return self.model(input_ids=tokens, encoder_hidden_states=states, encoder_attention_mask=mask,
+                          use_cache=False).logits
+

@@ -1,9 +1,12 @@
 """ToCo's cross-modal fusion encoder and its two scorers (ToCo §3.2–3.3, Fig. 2).
 
-`FusionEncoder` runs a BERT-style (post-LN) self-attention stack over
-``[CLS] + video tokens x̂ + text tokens ŷ``; `ScoreMLP` is the two-layer perceptron that
-turns the [CLS] output into the global score f(x, y), or a text token's contextual
-output concatenated with its input embedding into the token score f^t(x, y; y^k).
+`VideoEncoder` is the 2-layer video transformer that turns the projected feature tokens
+into x̂ (Table 2's "2-2": two video layers, two cross layers). `FusionEncoder` runs a
+BERT-style (post-LN) self-attention stack over ``[CLS] + video tokens x̂ + text tokens
+ŷ``; `ScoreMLP` is the two-layer perceptron that turns the [CLS] output into the global
+score f(x, y), or a text token's contextual output concatenated with its input embedding
+into the token score f^t(x, y; y^k). `copy_bert_layers` initialises fusion layers from a
+pre-trained HF BERT's layers.
 """
 from __future__ import annotations
 
@@ -84,6 +87,52 @@ class FusionEncoder(nn.Module):
             x = layer(x, keep)
         x = self.final_norm(x)
         return x[:, 0], x[:, 1 + m :]
+
+
+class VideoEncoder(nn.Module):
+    """Video tokens [P, M, D] → contextual video tokens x̂ [P, M, D]: learned temporal positions,
+    LayerNorm, then `depth` post-LN self-attention layers over the real tokens (padding stays 0)."""
+
+    def __init__(self, dim: int, depth: int, heads: int, ff_dim: int, dropout: float, max_video_tokens: int,
+                 pre_norm: bool = False):
+        super().__init__()
+        self.position = nn.Embedding(max_video_tokens, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.drop = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(FusionLayer(dim, heads, ff_dim, dropout, pre_norm) for _ in range(depth))
+        self.final_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
+        nn.init.normal_(self.position.weight, std=0.02)
+
+    def forward(self, tokens: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """tokens [P, M, D], keep [P, M] (True = real) → [P, M, D], zero where not kept."""
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.drop(self.norm(tokens + self.position(positions)))
+        # a video with no token would give an all-masked attention row (NaN): let it see itself
+        attend = keep | ~keep.any(1, keepdim=True)
+        for layer in self.layers:
+            x = layer(x, attend)
+        return self.final_norm(x) * keep.unsqueeze(-1).to(x.dtype)
+
+
+def copy_bert_layers(layers: nn.ModuleList, bert_layers: nn.ModuleList) -> None:
+    """Load HF BERT layers (q/k/v, attention output + LayerNorm, intermediate, output + LayerNorm)
+    into post-LN `FusionLayer`s of the same width, heads and FFN size, one to one."""
+    if len(layers) != len(bert_layers):
+        raise ValueError(f"copy_bert_layers: {len(layers)} fusion layers, {len(bert_layers)} BERT layers")
+    with torch.no_grad():
+        for ours, theirs in zip(layers, bert_layers):
+            attention = theirs.attention
+            q, k, v = attention.self.query, attention.self.key, attention.self.value
+            ours.qkv.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))  # [3D, D]
+            ours.qkv.bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
+            pairs = [(ours.out, attention.output.dense), (ours.norm1, attention.output.LayerNorm),
+                     (ours.ffn[0], theirs.intermediate.dense), (ours.ffn[2], theirs.output.dense),
+                     (ours.norm2, theirs.output.LayerNorm)]
+            for mine, source in pairs:
+                mine.weight.copy_(source.weight)
+                mine.bias.copy_(source.bias)
+                if isinstance(mine, nn.LayerNorm):
+                    mine.eps = source.eps  # BERT: 1e-12
 
 
 class ScoreMLP(nn.Module):
