@@ -260,18 +260,33 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """
     data: dict[str, Any] = dict(base or {})
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: config file not found")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = deep_merge(data, _resolve_paths(loaded, path.resolve().parent))
+        data = deep_merge(data, read_config_file(Path(path)))
     data = _resolve_paths(apply_overrides(data, list(overrides or [])), Path.cwd())
     return from_dict(RunConfig, data, str(path) if path else "config")
+
+
+def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """One YAML config as a raw dict, with its relative data paths made absolute. A file may
+    start from another with `base: other.yaml` (relative to its own folder): its keys are
+    merged over the base's, so an ablation row is a few lines over the preset it varies."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    here = path.resolve()
+    if here in _chain:
+        raise ConfigError(f"{path}: `base` chain loops back to itself")
+    parent = loaded.pop("base", None)
+    data = _resolve_paths(loaded, here.parent)
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{path}: base: expected a config file name, got {parent!r}")
+    return deep_merge(read_config_file(here.parent / parent, (*_chain, here)), data)
 
 
 def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:

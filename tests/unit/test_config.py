@@ -57,6 +57,26 @@ def test_missing_file_and_bad_yaml(tmp_path):
         load_config(bad)
 
 
+def test_a_config_can_start_from_a_base_file(tmp_path):
+    (tmp_path / "presets").mkdir()
+    (tmp_path / "presets" / "base.yaml").write_text(
+        "method: toco\nmodel:\n  token_weight: 0.5\n  hidden_dim: 64\ndata:\n  manifest: m.json\n"
+        "train:\n  epochs: 4\n")
+    row = tmp_path / "row.yaml"
+    row.write_text("base: presets/base.yaml\nmodel:\n  token_weight: 0\n")
+    config = load_config(row, ["train.epochs=2"])
+    assert config.method == "toco" and config.model == {"token_weight": 0, "hidden_dim": 64}
+    assert config.train.epochs == 2  # overrides still win
+    assert config.data.manifest == str((tmp_path / "presets" / "m.json").resolve())  # the base's folder
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("base: loop.yaml\n")
+    with pytest.raises(ConfigError, match="loops back"):
+        load_config(loop)
+    (tmp_path / "orphan.yaml").write_text("base: missing.yaml\n")
+    with pytest.raises(ConfigError, match="missing.yaml: config file not found"):
+        load_config(tmp_path / "orphan.yaml")
+
+
 def test_shipped_configs_load():
     from pathlib import Path
 
