@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import IO, Any, Iterator
 
@@ -53,12 +55,39 @@ def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> Non
         handle.write("\n")
 
 
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive advisory lock on `path` (created if absent) across processes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 class FailureLog:
-    """Append-only `failures.jsonl` for batch jobs: skip a broken item, record it, go on."""
+    """`failures.jsonl` for batch jobs: skip a broken item, record it, go on.
+
+    Lines are appended as failures happen, under a lock, so ranks and shards may share
+    the file. `compact()`, called when a job ends, keeps each (item, expert) once: from
+    the latest run that recorded it (latest error wins), and not at all if this run
+    `resolve`d it (it worked this time). So re-running a job over the same broken
+    inputs does not pile up copies of the same failures.
+    """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.count = 0
+        self.run = uuid.uuid4().hex[:12]  # tags this job's lines
+        self._resolved: dict[str, set[str | None]] = {}
+        self._earlier: set[str] | None = None  # items the file named before this run (read on first resolve)
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(f".{self.path.name}.lock")
 
     def record(self, item: str, error: BaseException | str, **extra: Any) -> None:
         entry = {
@@ -67,14 +96,69 @@ class FailureLog:
             "type": type(error).__name__ if isinstance(error, BaseException) else "error",
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
             **extra,
+            "run": self.run,
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
+        with file_lock(self._lock_path), open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
         self.count += 1
+
+    def resolve(self, item: str, expert: str | None = None) -> None:
+        """`item` (for `expert`) worked in this run: `compact` drops its earlier failures."""
+        if self._earlier is None:
+            self._earlier = {entry.get("item") for entry in self._entries()[1] if entry is not None}
+        if item in self._earlier:
+            self._resolved.setdefault(item, set()).add(expert)
+
+    def compact(self) -> None:
+        """Keep each (item, expert) from its latest run only; drop what this run resolved."""
+        with file_lock(self._lock_path):
+            lines, entries = self._entries()
+            runs = [entry.get("run", f"line {i}") if entry else None for i, entry in enumerate(entries)]
+            latest: dict[tuple[str, str | None], str | None] = {}
+            for entry, run in zip(entries, runs):
+                for expert in _subjects(entry) if entry else ():
+                    latest[(entry["item"], expert)] = run
+            for item, experts in self._resolved.items():
+                for expert in experts:  # None resolves lines that name no expert
+                    latest[(item, expert)] = None
+            kept = []
+            for line, entry, run in zip(lines, entries, runs):
+                if entry is None:  # not a JSON object (a torn write): kept as it is
+                    kept.append(line)
+                    continue
+                experts = [e for e in _subjects(entry) if latest[(entry["item"], e)] == run]
+                if experts and isinstance(entry.get("experts"), list) and experts != entry["experts"]:
+                    line = json.dumps({**entry, "experts": experts}, ensure_ascii=False)
+                if experts:
+                    kept.append(line)
+            if kept != lines:
+                with atomic_open(self.path, "w", encoding="utf-8") as handle:
+                    handle.writelines(line + "\n" for line in kept)
+
+    def _entries(self) -> tuple[list[str], list[dict | None]]:
+        """The file's non-empty lines and each parsed (None where it is not a JSON object with an item)."""
+        if not self.path.exists():
+            return [], []
+        lines = [line.rstrip("\n") for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        entries: list[dict | None] = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                entry = None
+            entries.append(entry if isinstance(entry, dict) and "item" in entry else None)
+        return lines, entries
 
     def read(self) -> list[dict]:
         if not self.path.exists():
             return []
         with open(self.path, encoding="utf-8") as handle:
             return [json.loads(line) for line in handle if line.strip()]
+
+
+def _subjects(entry: dict) -> list[str | None]:
+    """The experts a failure line is about: its `experts` list, its `expert`, or [None]."""
+    experts = entry.get("experts")
+    if isinstance(experts, list) and experts:
+        return list(experts)
+    return [entry["expert"]] if "expert" in entry else [None]

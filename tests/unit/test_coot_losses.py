@@ -68,6 +68,39 @@ def test_cmc_swapped_order_penalised_and_masks_ignored():
     assert a.item() == pytest.approx(0.25, abs=1e-6)
 
 
+def test_cmc_all_positions_average_per_sequence_then_over_the_batch():
+    # 3 videos with 3 / 2 / 4 clips, 1-D embeddings (far apart: the softmaxes are one-hot,
+    # except where stated), cmc_samples 0 = every position. Per start (i − μ)²:
+    # video 0: clips 0, 100, 200; sentences 0, 100, 140. Clip 200 → sentence 140 (d² 3600 vs
+    #   10000) → back to clip 100 (1600 vs 3600): μ = 1, error 1; the others return home.
+    #   Sentence 140 → clip 100 → sentence 100: error 1. Errors: clips [0, 0, 1], sentences [0, 0, 1].
+    # video 1: clips 0, 1; one sentence at 0.5, equidistant: β = (½, ½), μ = 0.5 for both clips
+    #   → [0.25, 0.25]; the one sentence always returns to itself → [0].
+    # video 2: clips = sentences = 0, 100, 200, 300 → all 0.
+    clips, clip_mask = padded([[0, 100, 200], [0, 1], [0, 100, 200, 300]])
+    sents, sent_mask = padded([[0, 100, 140], [0.5], [0, 100, 200, 300]])
+    video_cycle = cycle_index_error(clips, clip_mask, sents, sent_mask)
+    text_cycle = cycle_index_error(sents, sent_mask, clips, clip_mask)
+    # per sequence, then over the batch (eq. 8; official num_samples=-1): (1/3 + 0.25 + 0) / 3 and (1/3 + 0 + 0) / 3
+    assert video_cycle.item() == pytest.approx((1 / 3 + 0.25 + 0) / 3, abs=1e-6)  # pooled would be 1.5 / 9
+    assert text_cycle.item() == pytest.approx((1 / 3 + 0 + 0) / 3, abs=1e-6)  # pooled would be 1 / 8
+    total = cycle_consistency_loss(clips, clip_mask, sents, sent_mask)
+    assert total.item() == pytest.approx(7 / 36 + 1 / 9, abs=1e-6)
+    # the same as averaging each video's own loss
+    alone = [cycle_consistency_loss(clips[i:i + 1], clip_mask[i:i + 1], sents[i:i + 1], sent_mask[i:i + 1])
+             for i in range(3)]
+    assert total.item() == pytest.approx(sum(a.item() for a in alone) / 3, abs=1e-6)
+
+
+def padded(sequences: list[list[float]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """1-D sequences → [B, L, 1] zero-padded values and [B, L] masks (True = real)."""
+    length = max(len(s) for s in sequences)
+    values, mask = torch.zeros(len(sequences), length, 1), torch.zeros(len(sequences), length, dtype=torch.bool)
+    for i, seq in enumerate(sequences):
+        values[i, : len(seq), 0], mask[i, : len(seq)] = torch.tensor(seq, dtype=torch.float32), True
+    return values, mask
+
+
 def test_cmc_sampling_draws_one_position_per_sequence():
     torch.manual_seed(0)
     sents = torch.tensor([[[0.0], [1.0]]])

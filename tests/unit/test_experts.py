@@ -286,6 +286,30 @@ def test_extract_folder_with_a_corrupt_file(folder, tmp_path):
     assert (again["done"], again["skipped"], again["failed"]) == (0, 6, 1)  # nothing redone, the broken retried
 
 
+def test_extract_rerun_records_each_broken_video_once(folder, tmp_path):
+    import shutil
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    shutil.copy(folder / "clip1.mp4", videos / "good.mp4")
+    shutil.copy(folder / "corrupt.mp4", videos / "corrupt.mp4")
+    (videos / "empty.mp4").write_bytes(b"")
+    out = tmp_path / "store"
+    read = lambda: [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]  # noqa: E731
+    runs = []
+    for _ in range(3):  # the same two broken videos, three runs
+        summary = extract_features(videos, ["motion"], out, rate=2.0, progress=False)
+        assert (summary["done"], summary["failed"]) == ((1, 2) if not runs else (0, 2))
+        failures = read()
+        assert sorted(f["item"] for f in failures) == ["corrupt", "empty"]  # once each, not once per run
+        assert len({f["run"] for f in failures}) == 1 and failures[0]["run"] not in runs  # the latest run's lines
+        runs.append(failures[0]["run"])
+    shutil.copy(folder / "clip2.mp4", videos / "empty.mp4")  # repaired: it works now
+    summary = extract_features(videos, ["motion"], out, rate=2.0, progress=False)
+    assert (summary["done"], summary["skipped"], summary["failed"]) == (1, 1, 1)
+    assert [f["item"] for f in read()] == ["corrupt"]
+
+
 def test_extract_manifest_with_speech_and_images(folder, tmp_path):
     from PIL import Image
 

@@ -127,6 +127,54 @@ def test_missing_expert_is_masked_and_renormalised(text_model):
         assert official.encode_video(batch)["available"].tolist() == [[1.0] * 3] * 2
 
 
+def test_missing_expert_official_agg_input_is_the_normalised_bias(text_model):
+    """missing_agg "bias" (official ReduceDim(0), released models): the missing expert's [AGG]
+    input is bias / |bias|; the token stays masked as a key; its output is the embedding."""
+    batch = video_batch(batch_size=2)
+    batch["masks"]["audio"][1] = False  # video 1 has no audio
+    batch["features"]["audio"][1] = 0.0  # the official batch: zeros
+    models = {mode: make_mmt(text_model, missing_agg=mode, keep_missing_experts=True) for mode in ("zero", "bias")}
+    bias = torch.zeros(16)
+    bias[0], bias[1] = 3.0, -4.0  # |bias| = 5 → normalised (0.6, -0.8, 0, …)
+    inputs = {}
+    for mode, model in models.items():
+        with torch.no_grad():
+            model.project["audio"].bias.copy_(bias)
+        model.video_bert.register_forward_pre_hook(lambda _, args, mode=mode: inputs.__setitem__(mode, args))
+    with torch.no_grad():
+        out = {mode: model.encode_video(batch) for mode, model in models.items()}
+    # tokens: [AGG] appearance + 4 features, then [AGG] audio at position 5 (sorted experts, no [CLS])
+    features, _, _, mask = inputs["bias"]
+    expected = torch.zeros(16)
+    expected[0], expected[1] = 0.6, -0.8
+    torch.testing.assert_close(features[1, 5], expected)
+    assert not mask[1, 5] and mask[0, 5]  # masked as a key where the expert is missing
+    torch.testing.assert_close(inputs["zero"][0][1, 5], torch.zeros(16))  # §4.2: a zero vector
+    torch.testing.assert_close(features[0], inputs["zero"][0][0])  # video 0 has every expert: same input
+    # masked key: the other experts' outputs are unchanged; the audio output differs and is used
+    torch.testing.assert_close(out["bias"]["experts"][:, [0, 2]], out["zero"]["experts"][:, [0, 2]])
+    assert (out["bias"]["experts"][1, 1] - out["zero"]["experts"][1, 1]).abs().max() > 1e-3
+    assert out["bias"]["available"].tolist() == [[1.0] * 3] * 2
+    # similarity as official: vid weights 1/M, moe = w_m (1/M) / Σ w (1/M) = w_m → Σ_m w_m ⟨φ_m, ψ_m⟩
+    with torch.no_grad():
+        text = models["bias"].encode_text(models["bias"].prepare_text(["a red circle"]))
+    w, phi, psi = text["weights"][0], text["experts"][0], out["bias"]["experts"][1]
+    expected_sim = sum(w[m] * phi[m] @ psi[m] for m in range(3))
+    assert models["bias"].similarity(text, out["bias"])[0, 1].item() == pytest.approx(expected_sim.item(), abs=1e-6)
+    # without the transformer the embedding is the normalised bias itself: audio adds w_audio (0.6 φ_0 − 0.8 φ_1)
+    none = make_mmt(text_model, encoder="none", missing_agg="bias", keep_missing_experts=True)
+    with torch.no_grad():
+        none.project["audio"].bias.copy_(bias)
+        video = none.encode_video(batch)
+        text = none.encode_text(none.prepare_text(["a red circle"]))
+    torch.testing.assert_close(video["experts"][1, 1], expected)
+    w, phi, psi = text["weights"][0], text["experts"][0], video["experts"][1]
+    hand = w[0] * phi[0] @ psi[0] + w[1] * (0.6 * phi[1, 0] - 0.8 * phi[1, 1]) + w[2] * phi[2] @ psi[2]
+    assert none.similarity(text, video)[0, 1].item() == pytest.approx(hand.item(), abs=1e-6)
+    with pytest.raises(ConfigError, match="missing_agg"):
+        make_mmt(text_model, missing_agg="mean")
+
+
 def test_temporal_order_matters_only_with_the_transformer(text_model):
     batch = video_batch(batch_size=2, steps=5)
     reversed_batch = {k: dict(v) for k, v in batch.items()}

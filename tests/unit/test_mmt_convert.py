@@ -56,16 +56,22 @@ def official_state(text_model: str) -> dict[str, torch.Tensor]:
     return sd
 
 
-def reference_video(sd, features, times):
-    """Official CENet video path (model.py l.437-623, bert.py) written out with plain ops."""
+def reference_video(sd, features, times, masks=None):
+    """Official CENet video path (model.py l.437-623, bert.py) written out with plain ops.
+
+    masks (per expert [B, T], 1 = real; default all real) are key masks: [CLS] 1, [AGG]
+    max over the expert's steps (l.541), additive (1 - mask) * -10000 (bert.py l.395)."""
     b = next(iter(features.values())).shape[0]
+    masks = masks or {e: torch.ones(f.shape[:2]) for e, f in features.items()}
     feats, types, pos, agg_idx = [torch.zeros(b, D)], [0], [torch.zeros(b, dtype=torch.long)], {}
+    keys = [torch.ones(b)]
     reduce = lambda e, x: F.normalize(x @ sd[f"video_dim_reduce.{e}.fc.weight"].T + sd[f"video_dim_reduce.{e}.fc.bias"], dim=-1)  # noqa: E731
     for e in sorted(DIMS):
         agg_idx[e] = len(feats)
         feats.append(reduce(e, features[e].amax(1))), types.append(TYPES[e]), pos.append(torch.zeros(b, dtype=torch.long))
+        keys.append(masks[e].float().amax(1))
         for t in range(features[e].shape[1]):  # features_t = t/window + 2, clamped to max_pos - 1
-            feats.append(reduce(e, features[e][:, t])), types.append(TYPES[e])
+            feats.append(reduce(e, features[e][:, t])), types.append(TYPES[e]), keys.append(masks[e][:, t].float())
             pos.append((times[e][:, t] + 2).clamp(0, MAX_POS - 1).long())
     x = torch.stack(feats, 1)
     x = x + sd["vid_bert.embeddings.token_type_embeddings.weight"][torch.tensor(types)] \
@@ -73,11 +79,12 @@ def reference_video(sd, features, times):
     ln = lambda y, p: F.layer_norm(y, (D,), sd[p + ".weight"], sd[p + ".bias"], eps=1e-12)  # noqa: E731
     lin = lambda y, p: y @ sd[p + ".weight"].T + sd[p + ".bias"]  # noqa: E731
     x = ln(x, "vid_bert.embeddings.layer_norm")
+    key_bias = (1.0 - torch.stack(keys, 1))[:, None, None, :] * -10000.0  # [B, 1, 1, L]
     for i in range(LAYERS):
         p = f"vid_bert.encoder.layer.{i}."
         heads = lambda y: y.view(b, -1, HEADS, D // HEADS).transpose(1, 2)  # noqa: E731
         q, k, v = (heads(lin(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
-        probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(D // HEADS), -1)  # every token valid: mask 0
+        probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(D // HEADS) + key_bias, -1)
         ctx = (probs @ v).transpose(1, 2).reshape(b, -1, D)
         attn = ln(lin(ctx, p + "attention.output.dense") + x, p + "attention.output.layer_norm")
         inter = lin(attn, p + "intermediate.dense")
@@ -135,6 +142,32 @@ def test_converted_run_reproduces_official_outputs(converted):
     torch.testing.assert_close(text["weights"], ref_weights, rtol=1e-5, atol=1e-6)
     ref_sims = sum(ref_weights[:, i, None] * ref_text[e] @ ref_video[e].T for i, e in enumerate(model.experts))
     torch.testing.assert_close(model.similarity(text, video), ref_sims, rtol=1e-5, atol=1e-5)  # model.py l.823
+
+
+def test_converted_run_scores_missing_experts_as_the_released_models(converted):
+    """keep_missing_modalities true (released configs): video 0 lacks face, video 1 lacks vggish;
+    their features and max-pool are zeros, so the [AGG] input is ReduceDim(0) = the normalised
+    bias, masked as a key, its output the expert embedding; vid weights 1/M (l.594, l.816)."""
+    sd, text_model, model, _ = converted
+    assert model.config.missing_agg == "bias" and model.config.keep_missing_experts
+    g = torch.Generator().manual_seed(2)
+    features = {e: torch.randn(3, 4, d, generator=g) for e, d in DIMS.items()}
+    masks = {e: torch.ones(3, 4, dtype=torch.bool) for e in DIMS}
+    for video, expert in ((0, "face"), (1, "vggish")):
+        features[expert][video], masks[expert][video] = 0.0, False
+    times = {e: torch.tensor([0.0, 1.0, 2.0, 3.0]).repeat(3, 1) for e in DIMS}
+    texts = model.prepare_text(["a red circle moves left", "blue circle then right"])
+    with torch.no_grad():
+        video = model.encode_video({"features": features, "masks": masks, "times": times})
+        text = model.encode_text(texts)
+        ref_video = reference_video(sd, features, times, masks)
+        ref_text, ref_weights = reference_text(sd, text_model, texts)
+    for i, e in enumerate(model.experts):
+        torch.testing.assert_close(video["experts"][:, i], ref_video[e], rtol=1e-5, atol=1e-5)
+    moe = ref_weights[:, None, :] * torch.full((1, 3, 3), 1 / 3)  # [captions, videos, M]: text × vid weights
+    moe = moe / moe.sum(-1, keepdim=True)
+    ref_sims = sum(moe[:, :, i] * (ref_text[e] @ ref_video[e].T) for i, e in enumerate(model.experts))
+    torch.testing.assert_close(model.similarity(text, video), ref_sims, rtol=1e-5, atol=1e-5)
 
 
 def test_converted_keys_and_errors(converted):

@@ -82,7 +82,7 @@ def infer_model_config(state: dict[str, torch.Tensor], args: dict[str, Any], tex
         "feature_order": "ordered", "project_l2norm": True, "cls_token": True,
         "expert_types": {e: OFFICIAL_TYPES[e] for e in experts},
         "num_token_types": int(state["vid_bert.embeddings.token_type_embeddings.weight"].shape[0]),
-        "keep_missing_experts": bool(args.get("keep_missing_modalities", True)),
+        "keep_missing_experts": bool(args.get("keep_missing_modalities", True)), "missing_agg": "bias",
         "margin": 0.05, "loss_normalise": "terms",
     }
     return config, expert_dims

@@ -27,7 +27,6 @@ when the store is pickled, so a store can be handed to DataLoader workers.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import pickle
@@ -43,7 +42,7 @@ import h5py
 import numpy as np
 
 from videotext.errors import DataFormatError
-from videotext.io import FailureLog, atomic_path
+from videotext.io import FailureLog, atomic_path, file_lock
 
 FORMAT = "videotext-features"
 VERSION = 1
@@ -316,7 +315,7 @@ class FeatureWriter:
     def commit(self) -> int:
         """Flush, then merge every part into `<expert>.h5` atomically. Returns videos merged."""
         self.flush()
-        with _lock(self.store.root / f".{self.expert}.lock"):
+        with file_lock(self.store.root / f".{self.expert}.lock"):
             _clean_main_temps(self.store.root, self.expert)
             parts = self._part_files()
             if not parts:
@@ -416,17 +415,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 # ------------------------------------------------------------------------------------
 # importing features made elsewhere (COOT, MMT, any folder of arrays)
 # ------------------------------------------------------------------------------------
@@ -464,7 +452,8 @@ def import_features(
       challenge features; a float NaN entry marks a missing expert).
     Without stored times, timestamps are `arange(T) * step`. Arrays of shape [D] are
     one step; more than 2 dims are squeezed. Broken entries are skipped and recorded
-    in `failures` (default `<store>/failures.jsonl`). Keys already in the store are
+    in `failures` (default `<store>/failures.jsonl`, once per entry: a re-run's error
+    replaces the earlier one). Keys already in the store are
     skipped (an interrupted import resumes). Pickles run code when loaded: import only
     files you trust.
     """
@@ -496,12 +485,14 @@ def import_features(
                 features = np.zeros((0, writer.dim), np.float32)
                 timestamps = np.zeros(0)
             writer.add(key, features, timestamps, step=step, missing=missing)
+            log.resolve(key, expert)
             counts["missing" if missing else "imported"] += 1
         except (DataFormatError, ValueError, OSError, KeyError, TypeError) as exc:
             log.record(key, exc, stage="import", expert=expert, source=str(src))
             counts["failed"] += 1
     if writer is not None:
         writer.commit()
+    log.compact()  # each broken entry once: latest error wins
     return {**counts, "seconds": time.time() - started, "store": str(store.root), "failures": str(log.path)}
 
 

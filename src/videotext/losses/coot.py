@@ -53,7 +53,9 @@ def cycle_index_error(
     distance: str = "sum", samples: int = 0,
 ) -> Tensor:
     """One cycle of eq. 6–8: start_i → soft nearest neighbour in `other` → soft location μ
-    back in `start`; returns the mean of (i − μ)² over the valid (or sampled) starts.
+    back in `start`; returns (i − μ)² averaged over each sequence's valid (or sampled)
+    starts, then over the sequences (eq. 8 is per sequence; the official
+    CycleConsistencyLoss averages so too, so a long sequence weighs as much as a short one).
 
     start: [B, M, D], other: [B, N, D], masks [B, M] / [B, N] with True = real element.
     distance: "sum" of squared differences (eq. 6–7, ‖·‖²) or "mean" (official code).
@@ -75,9 +77,12 @@ def cycle_index_error(
         picks = torch.multinomial(weights, samples, replacement=True)  # [B, samples]
         chosen = torch.zeros_like(valid).scatter_(1, picks, True)
         valid = valid & chosen
-    if not valid.any():
+    counts = valid.sum(1)  # [B] starts per sequence
+    used = counts > 0  # sequences with a cycle
+    if not used.any():
         return start.new_zeros(())
-    return error[valid].mean()
+    per_sequence = torch.where(valid, error, torch.zeros_like(error)).sum(1)[used] / counts[used]  # [B']
+    return per_sequence.mean()
 
 
 def cycle_consistency_loss(

@@ -10,6 +10,10 @@ Caption (§3.2): BERT's [CLS] vector h(c) goes through one gated embedding unit 
 expert (φ^i) and a linear layer + softmax over experts (the mixture weights w_i(c),
 eq. 7). Similarity (eq. 6): s(v, c) = Σ_i w_i(c) ⟨φ^i, ψ_agg^i⟩, with the weights of
 experts a video lacks renormalised away (§4.2 "missing experts", Miech et al. 2018).
+The released models (official code, keep_missing_modalities true) score otherwise: a
+missing expert's [AGG] token starts from the normalised projection bias, is masked as
+a key only, and its output keeps the expert's weight — `missing_agg: bias` with
+`keep_missing_experts: true`, which `videotext convert mmt` sets.
 
 Embeddings are dicts: text {"experts" [N, M, D], "weights" [N, M]}, video
 {"experts" [N, M, D], "available" [N, M]} — both precomputable, and `similarity`
@@ -70,6 +74,7 @@ class MMTConfig:
     expert_types: dict[str, int] = field(default_factory=dict)  # token-type row per expert; {} = 1..M (sorted)
     num_token_types: int = 0  # rows of the expert-embedding table; 0 = max type + 1 (official: 19)
     keep_missing_experts: bool = False  # False = paper: missing experts' weights renormalised away
+    missing_agg: str = "zero"  # a missing expert's [AGG] input: zero (§4.2) | bias (official: ReduceDim(0))
     # --- loss (§3.4, §4.2) ---
     loss: str = "max_margin"  # eq. 8; "infonce" is an option (not the paper's, Frozen in Time eq. 2-3)
     margin: float = 0.05  # §4.2
@@ -79,6 +84,7 @@ class MMTConfig:
 
 
 _CHOICES = {"agg_init": ("max", "mean", "zero"), "encoder": ("mmt", "none"), "inputs": ("all", "agg"),
+            "missing_agg": ("zero", "bias"),
             "feature_order": ("ordered", "shuffled"), "text_pooling": ("cls", "mean"),
             "loss": ("max_margin", "infonce")}
 
@@ -277,8 +283,13 @@ class MMT(Method):
         masks = batch["masks"]
         available = torch.stack([masks[e].any(1) for e in self.experts], dim=1)  # [B, M]
         aggregated = []
-        for e in self.experts:  # §4.2: a missing expert's aggregated feature is a zero vector
-            agg = self._project(e, self._pooled(batch, e)) * available[:, self.experts.index(e), None]
+        for i, e in enumerate(self.experts):
+            pooled = self._pooled(batch, e)  # [B, D_e]
+            present = available[:, i, None].to(pooled.dtype)  # [B, 1]
+            if cfg.missing_agg == "bias":  # official: ReduceDim of the all-zero max-pool = normalised bias
+                agg = self._project(e, pooled * present)
+            else:  # §4.2: a missing expert's aggregated feature is a zero vector
+                agg = self._project(e, pooled) * present
             aggregated.append(agg if cfg.agg_init != "zero" else torch.zeros_like(agg))
         if self.video_bert is None:  # Table 3a "NONE": the pooled, projected features are the embedding
             experts = torch.stack(aggregated, dim=1)
@@ -357,7 +368,7 @@ class MMT(Method):
     def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
         """Per-expert view of the test split: the mean mixture weight w_i(c) of the captions
         (eq. 7) and t2v R@1 with each expert removed at test time (read as a missing expert:
-        no tokens, weight renormalised away). The paper's Fig. 4 *retrains* without the expert:
+        no tokens; weight renormalised away unless keep_missing_experts). The paper's Fig. 4 *retrains* without the expert:
         `videotext compare` over such runs gives that plot."""
         from pathlib import Path
 
@@ -373,7 +384,7 @@ class MMT(Method):
         was_training = self.training
         self.eval()
         try:
-            for expert in self.experts:  # read as missing: no tokens, zero agg feature, weight renormalised (§4.2)
+            for expert in self.experts:  # read as missing: no tokens, then as missing_agg / keep_missing_experts say
                 drop = MMTFeatures(reader.store, reader.experts, reader.max_steps, reader.shuffle, missing=[expert])
                 video = encode_videos(self, dataset, drop, device=device)
                 rows[f"t2v without {expert}"] = evaluate_encoded(self, Encoded(encoded.text, video, encoded.refs,

@@ -19,7 +19,9 @@ How one video flows:
    loses at most the last `flush_every` videos per expert.
 
 A broken video is skipped and recorded in `out_dir/failures.jsonl` (one line per
-video and expert), and the run goes on; the next run retries it.
+video and distinct error, naming its experts), and the run goes on; the next run
+retries it, and its record replaces the earlier one (or removes it if the video now
+works), so the file names each broken video once.
 """
 from __future__ import annotations
 
@@ -402,6 +404,7 @@ def extract_features(
         bar.close()
         for writer in writers.values():
             writer.flush() if ranks else writer.commit()
+        log.compact()  # each broken video once: latest error wins
     if ranks:  # every rank's parts are written: rank 0 merges them, then all see the store
         dist.barrier()
         if main:
@@ -450,6 +453,7 @@ def _store(decoded: Decoded, writers: dict[str, FeatureWriter], log: FailureLog,
             stats[name]["failed"] += 1
             failed = True
             continue
+        log.resolve(decoded.key, name)
         stats[name]["done"] += 1
         stats[name]["missing"] += int(output.missing)
         stats[name]["seconds"] += decoded.seconds.get(name, 0.0)

@@ -1,0 +1,43 @@
+"""`FailureLog`: a re-run's failures replace the earlier ones (latest error wins), per item and expert."""
+from __future__ import annotations
+
+import json
+
+from videotext.io import FailureLog
+
+
+def parsed(path) -> list[dict | None]:
+    """Each line as JSON, None where it is not JSON."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            out.append(None)
+    return out
+
+
+def test_latest_error_wins_per_item_and_expert(tmp_path):
+    path = tmp_path / "failures.jsonl"
+    path.write_text(  # two runs of an older version appended the same failure twice; then a torn line
+        json.dumps({"item": "a", "error": "old", "experts": ["motion", "audio"]}) + "\n"
+        + json.dumps({"item": "a", "error": "old again", "experts": ["motion", "audio"]}) + "\n"
+        + "{torn\n"
+        + json.dumps({"item": "b", "error": "b broke", "expert": "audio"}) + "\n")
+    FailureLog(path).compact()  # lines without a run id count as one run each: the newer copy stays
+    assert parsed(path) == [{"item": "a", "error": "old again", "experts": ["motion", "audio"]}, None,
+                            {"item": "b", "error": "b broke", "expert": "audio"}]
+    log = FailureLog(path)
+    log.record("a", ValueError("motion fails another way"), experts=["motion"])
+    log.resolve("b", "audio")  # b works now
+    log.resolve("c", "audio")  # never failed: nothing to forget
+    log.compact()
+    entries = parsed(path)
+    assert len(entries) == 3 and log.count == 1
+    assert entries[0] == {"item": "a", "error": "old again", "experts": ["audio"]}  # motion: superseded
+    assert entries[1] is None  # the torn line is kept as it is
+    new = entries[2]
+    assert (new["item"], new["error"], new["type"], new["experts"], new["run"]) == (
+        "a", "motion fails another way", "ValueError", ["motion"], log.run)
+    log.compact()  # idempotent
+    assert parsed(path) == entries
