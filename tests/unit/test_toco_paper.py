@@ -112,3 +112,23 @@ def test_earlier_build_is_an_option():
     assert not any(n.startswith("text_model.encoder") for n, _ in old.named_parameters())  # embedding layer only
     text = old.encode_text(old.prepare_text(TEXTS[:2]))
     assert text["tokens"] is text["types"]  # embedding-layer vectors are both ŷ's source and y^k
+
+
+@torch.no_grad()
+def test_a_frozen_text_model_is_run_once_per_caption_with_the_same_states():
+    torch.manual_seed(0)
+    model = build_method("toco", {**PAPER, "hidden_dim": 32, "num_heads": 4, "ff_dim": 64, "freeze_text": True},
+                         expert_dims={"a": 6}).eval()
+    model.fit_tfidf(TEXTS)
+    batch = model.prepare_text(TEXTS)
+    cached = model.encode_text(batch)
+    direct_tokens, direct_types = model._text_states(batch["input_ids"], batch["attention_mask"].bool())
+    mask = batch["attention_mask"].bool()
+    assert torch.allclose(cached["tokens"][mask], direct_tokens[mask], atol=1e-6)
+    assert torch.allclose(cached["types"][mask], direct_types[mask], atol=1e-6)
+    assert cached["tokens"][~mask].abs().sum() == 0  # padding is zero (masked everywhere downstream)
+    calls = []
+    hook = model.text_model.register_forward_hook(lambda *args: calls.append(1))
+    again = model.encode_text(model.prepare_text(TEXTS[::-1]))
+    hook.remove()
+    assert calls == [] and torch.equal(again["tokens"][0], cached["tokens"][3])

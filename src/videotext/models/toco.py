@@ -196,11 +196,10 @@ class ToCo(Method):
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         if self.config.text_features == "embeddings":
             tokens = types = self.text_model(input_ids=ids)  # [N, L, d_y]
+        elif self.config.freeze_text and "texts" in batch:
+            tokens, types = self._cached_text_states(batch)
         else:
-            out = self.text_model(input_ids=ids, attention_mask=mask.long(), output_hidden_states=True)
-            tokens = out.last_hidden_state  # [N, L, d_y] contextual
-            # hidden_states[0] is the embedding layer's output: the context-independent y^k (§4.2)
-            types = out.hidden_states[0] if self.config.text_features == "contextual" else tokens
+            tokens, types = self._text_states(ids, mask)
         interest = batch["interest"] & mask
         if self.config.tfidf:
             weights = tfidf_weights(ids, batch["valid"] & mask, interest, self.idf)
@@ -210,6 +209,33 @@ class ToCo(Method):
         pooled = (source * _expand(mask, source)).sum(1) / _expand(mask, source).sum(1).clamp_min(1)
         return {"tokens": tokens, "types": types, "mask": mask, "weights": weights,
                 "pooled": F.normalize(self.cheap_text(pooled), dim=-1)}
+
+    def _text_states(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(contextual outputs, y^k) [N, L, d_y] each from the whole text model."""
+        out = self.text_model(input_ids=ids, attention_mask=mask.long(), output_hidden_states=True)
+        tokens = out.last_hidden_state  # [N, L, d_y] contextual
+        # hidden_states[0] is the embedding layer's output: the context-independent y^k (§4.2)
+        return tokens, (out.hidden_states[0] if self.config.text_features == "contextual" else tokens)
+
+    def _cached_text_states(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """A frozen text model gives the same states for the same caption: run it once per caption."""
+        ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+        cache = self.__dict__.setdefault("_text_cache", {})  # not a buffer: never saved
+        missing = [i for i, t in enumerate(batch["texts"]) if t not in cache]
+        if missing:
+            with torch.no_grad():
+                tokens, types = self._text_states(ids[missing], mask[missing])
+            for row, i in enumerate(missing):
+                real = mask[i]
+                cache[batch["texts"][i]] = (tokens[row, real].cpu(), types[row, real].cpu())
+        width = self.text_model.config.hidden_size
+        tokens = ids.new_zeros(*ids.shape, width, dtype=torch.float32)  # [N, L, d_y]
+        types = torch.zeros_like(tokens)
+        for i, text in enumerate(batch["texts"]):
+            cached_tokens, cached_types = cache[text]
+            tokens[i, mask[i]] = cached_tokens.to(tokens.device)
+            types[i, mask[i]] = cached_types.to(tokens.device)
+        return tokens, types
 
     # --- video --------------------------------------------------------------------------
     def video_tokens(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
