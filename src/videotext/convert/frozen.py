@@ -13,7 +13,9 @@ and the config switches on the official behaviour: `text_relu` (ReLU before txt_
 `cls_attention: shared`, `residual: frozen`, [CLS] text pooling (DistilBERT). Sizes
 come from the tensors; the head count is not stored, so it is `heads` (default: width/64,
 ViT-B's 12). The text model's architecture + tokenizer come from `text_model` (a local
-DistilBERT folder; its weights are replaced by the checkpoint's).
+DistilBERT folder; its weights are replaced by the checkpoint's). The pickled trainer
+config is read without running it (`_checkpoint`); its text model name, `num_frames` and
+`load_temporal_fix` fill the options the user did not give (`OPTIONS`).
 """
 from __future__ import annotations
 
