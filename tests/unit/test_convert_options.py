@@ -43,13 +43,25 @@ def test_misspelt_option_is_an_error_naming_the_valid_ones(method, tmp_path):
 
 def test_option_values_are_typed():
     table = converter("coot").OPTIONS
-    assert table.resolve({"cmc_weight": 1}) ["cmc_weight"] == 1.0  # int from the CLI → float
+    assert table.resolve({"cmc_weight": 1})["cmc_weight"] == 1.0  # int from the CLI → float
     with pytest.raises(VideoTextError, match=r"^convert coot: option num_heads=4.5 must be a int$"):
         table.resolve({"num_heads": 4.5})
     with pytest.raises(VideoTextError, match="must be a str \\(one of \\['zeros', 'nearest', 'bilinear'\\]\\)"):
         converter("frozen").OPTIONS.resolve({"temporal_expansion": "cubic"})
     with pytest.raises(VideoTextError, match="keep_missing_modalities=3 must be a bool"):
         converter("mmt").OPTIONS.resolve({"keep_missing_modalities": 3})
+    opts = converter("mmt").OPTIONS.resolve({"heads": 2})
+    assert opts.from_config("heads", 8, "arch.args.heads") == 2  # the option beats the file
+    assert opts.from_config("keep_missing_modalities", False, "arch.args.k") is False
+    assert opts.fill("keep_missing_modalities", True, "tensors") is False  # the first value read wins
+    assert opts.origin == {"text_model": "default: " + converter("mmt").OPTIONS.option("text_model").source,
+                           "heads": "option", "keep_missing_modalities": "checkpoint config arch.args.k"}
+    assert opts.read == {"arch.args.heads": 8, "arch.args.k": False}
+    with pytest.raises(VideoTextError, match=r"^convert frozen: the checkpoint config arch.args.load_temporal_fix "
+                                             r"gives temporal_expansion='cubic', which is not a valid str; "
+                                             r"set it with --option temporal_expansion=...$"):
+        converter("frozen").OPTIONS.resolve({}).from_config("temporal_expansion", "cubic",
+                                                            "arch.args.load_temporal_fix")
 
 
 def test_help_lists_each_converters_options_with_defaults_and_sources():

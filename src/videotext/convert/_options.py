@@ -27,8 +27,11 @@ declares its options in one table and validates what it is given against it:
   (options with where each value came from, what was read from the file, the architecture).
 - `Options.help_text()` is what `videotext convert METHOD --help` prints; each method's
   docs page lists the same table.
+- The first `fill` wins: a converter fills from the config before the tensors.
 A new converter (`videotext/convert/<name>.py`) needs only a module-level `OPTIONS`, a
-`recognises(data)` predicate (see `_checkpoint.py`) and `convert(checkpoint, out_dir, **options)`.
+`recognises(data)` predicate (see `_checkpoint.py`) and `convert(checkpoint, out_dir, **options)`
+that starts with `OPTIONS.resolve(options)`; `tests/unit/test_convert_options.py` then wants a
+misspelt-option case for it, and its docs page (docs/methods/<name>.md) a table row per option.
 """
 from __future__ import annotations
 
@@ -98,7 +101,12 @@ class Resolved(dict):
         """Use `value` (read from the checkpoint) unless the user gave the option or an earlier
         `fill` set it (the config before the tensors); returns the value in force."""
         if value is not None and self.origin[name].startswith(DEFAULT):
-            self[name] = self._table.option(name).coerce(value, self._table.method)
+            option, method = self._table.option(name), self._table.method
+            try:
+                self[name] = option.coerce(value, method)
+            except VideoTextError:
+                raise VideoTextError(f"convert {method}: the {origin} gives {name}={value!r}, which is not a valid "
+                                     f"{option.value_type.__name__}; set it with --option {name}=...") from None
             self.origin[name] = origin
         return self[name]
 
