@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from videotext.errors import VideoTextError
 
@@ -397,19 +398,40 @@ def demo(
     typer.echo(f"search the demo videos in a browser: {summary['serve_command']}  (then open http://127.0.0.1:8000/)")
 
 
-@app.command("convert")
+class ConvertCommand(TyperCommand):
+    """`videotext convert [METHOD] --help` ends with the converters' option tables (METHOD's alone if given)."""
+
+    def parse_args(self, ctx, args):
+        ctx.meta["convert_args"] = list(args)  # --help is eager: the arguments are not parsed yet
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx, formatter) -> None:
+        super().format_help(ctx, formatter)
+        from videotext.convert import available, converter
+
+        methods = [a for a in ctx.meta.get("convert_args", []) if a in available()][:1] or available()
+        formatter.write("\n" + "\n\n".join(converter(m).OPTIONS.help_text() for m in methods) + "\n")
+
+
+@app.command("convert", cls=ConvertCommand)
 @user_errors
 def convert_command(
     method: str = typer.Argument(..., help="Method of the official checkpoint: frozen, mmt, coot."),
     checkpoint: Path = typer.Argument(..., help="The official checkpoint file."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Converter option key=value (repeatable)."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Converter option key=value (repeatable); "
+                                               "`videotext convert METHOD --help` lists them."),
 ) -> None:
-    """Convert an official checkpoint into a videotext run (evaluate it, search with it)."""
-    from videotext.convert import convert
+    """Convert an official checkpoint into a videotext run (evaluate it, search with it).
+
+    Reads the file without running pickled code, then prints the architecture, the config values read and the options.
+    """
+    from videotext.convert import convert, summary
 
     run_dir = convert(method, checkpoint, out, **parse_options(option))
     typer.echo(f"converted {checkpoint} → {run_dir}")
+    for line in summary(run_dir):
+        typer.echo(line)
 
 
 def parse_options(items: Optional[List[str]]) -> dict:

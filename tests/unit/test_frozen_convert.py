@@ -11,10 +11,6 @@ import torch.nn.functional as F
 D, DEPTH, HEADS, P, IMG, FRAMES, EMBED = 32, 2, 2, 8, 32, 3, 16
 
 
-class Parser:  # stands in for the pickled ConfigParser of the original checkpoints
-    pass
-
-
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "red", "blue", "square", "circle", "moves", "left"]
 
 
@@ -170,6 +166,3 @@ def test_converter_expands_frames_and_rejects_foreign_files(tmp_path, text_folde
     assert int(method.trained_frames) == 5
     with pytest.raises(VideoTextError, match="unexpected key"):
         map_keys({"head.weight": torch.zeros(1)})
-    torch.save({"state_dict": sd, "config": Parser()}, tmp_path / "pickled.pth")
-    with pytest.raises(VideoTextError, match="trust"):
-        convert("frozen", tmp_path / "pickled.pth", tmp_path / "bad", text_model=str(text_folder))

@@ -1,13 +1,19 @@
 """Converters from official checkpoints to videotext runs: one module per method.
 
 `videotext convert METHOD CHECKPOINT -o RUN_DIR` calls `videotext.convert.<METHOD>.convert`,
-which must return the run directory it wrote (config.yaml + checkpoints/best).
+which must return the run directory it wrote (config.yaml + checkpoints/best). A converter
+module also declares `OPTIONS` (its `--option` table, `_options.Options`: every option with
+its default and where that default comes from) and `recognises(data)` (whether a loaded
+checkpoint is of its method, `_checkpoint.require_method`); it reads files with
+`_checkpoint.read_checkpoint` (no pickled code runs) and stores `opts.meta(architecture)`
+under `conversion` in the checkpoint's meta.json, which `summary` prints back.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from videotext.errors import VideoTextError
@@ -17,8 +23,23 @@ def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
-def convert(method: str, checkpoint: str | Path, out_dir: str | Path, **options: Any) -> Path:
+def converter(method: str) -> ModuleType:
+    """The converter module of `method` (a user error naming the available ones if none)."""
     if method not in available():
         raise VideoTextError(f"convert: no converter for {method!r}; available: {available()}")
-    module = importlib.import_module(f"{__name__}.{method}")
+    return importlib.import_module(f"{__name__}.{method}")
+
+
+def convert(method: str, checkpoint: str | Path, out_dir: str | Path, **options: Any) -> Path:
+    module = converter(method)
+    module.OPTIONS.resolve(options)  # unknown / ill-typed options fail before the file is read
     return module.convert(Path(checkpoint), Path(out_dir), **options)
+
+
+def summary(run_dir: str | Path) -> list[str]:
+    """Lines describing a converted run: architecture, values read from the file, options in force."""
+    from videotext.convert._options import summary_lines
+    from videotext.train.checkpoint import load_meta
+
+    conversion = load_meta(Path(run_dir) / "checkpoints" / "best").get("conversion")
+    return summary_lines(conversion) if conversion else []

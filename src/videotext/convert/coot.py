@@ -21,6 +21,8 @@ from typing import Any
 import torch
 
 from videotext.config import RunConfig, save_config, to_plain
+from videotext.convert._checkpoint import read_checkpoint, require_method, state_dict
+from videotext.convert._options import Option, Options
 from videotext.errors import VideoTextError
 from videotext.models.coot import Coot, CootConfig, sincos_table
 from videotext.train.checkpoint import save_checkpoint
@@ -36,17 +38,31 @@ _LAYER = {"self_attention_layer.sublayer.query_projection": "attention.query",
           "pointwise_feedforward_layer.sublayer.feed_forward": "ff",
           "pointwise_feedforward_layer.layer_normalization": "norm2"}
 _IGNORED = ("embedding.pe", "genpool_one", "fixed_ones")  # fixed tables / constants
+OPTIONS = Options(
+    "coot",
+    Option("num_heads", 8, "the paper's config (Table 7: 8 heads); the head count is not stored in the checkpoint",
+           "attention heads of every transformer"),
+    Option("cmc_weight", 0.01, "the ActivityNet config (supp.: λ = 0.01); YouCook2 uses 0.001",
+           "weight λ of the cross-modal cycle-consistency loss (matters only when training on)"),
+    Option("expert", "video", "videotext's name for COOT's one video input; name it after your feature store",
+           "name of the one video-feature expert"),
+    Option("text_model", "", "the bundled all-MiniLM-L6-v2; the official text features are BERT's: name that "
+           "folder to encode new captions the same way", "BERT-family folder the text features come from"),
+)
+
+
+def recognises(data: Any) -> bool:
+    """True for a COOT checkpoint: the four nets by name, or (older files) a list of four state dicts."""
+    if isinstance(data, (list, tuple)):
+        return len(data) == 4 and all(isinstance(d, dict) for d in data)
+    return isinstance(data, dict) and all(n in data for n in NETS)
 
 
 def read_official(checkpoint: Path) -> dict[str, dict[str, torch.Tensor]]:
     """The four official state dicts, by official net name (list format upgraded)."""
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error
-        raise VideoTextError(f"{checkpoint}: not a readable COOT checkpoint ({exc})") from None
+    state = read_checkpoint(checkpoint)
+    require_method(checkpoint, state, "coot")
     if isinstance(state, (list, tuple)):
-        if len(state) != 4:
-            raise VideoTextError(f"{checkpoint}: list checkpoint with {len(state)} nets, expected 4")
         renames = {"input_norm.": "norm_input.", "input_fc.": "input_fc.mlp.", "pooler.genpool": "pooler.pools.0.genpool"}
         upgraded = {}
         for name, sub in zip(NETS, state):
@@ -57,9 +73,7 @@ def read_official(checkpoint: Path) -> dict[str, dict[str, torch.Tensor]]:
                 new[key] = value
             upgraded[name] = new
         state = upgraded
-    if not isinstance(state, dict) or not all(n in state for n in NETS):
-        raise VideoTextError(f"{checkpoint}: expected a dict with keys {list(NETS)}")
-    return {n: state[n] for n in NETS}
+    return {n: state_dict(state[n], checkpoint) for n in NETS}
 
 
 def rename_key(key: str) -> str | None:
@@ -88,7 +102,8 @@ def rename_key(key: str) -> str | None:
 
 
 def official_config(state: dict[str, dict[str, torch.Tensor]], **options: Any) -> tuple[CootConfig, int]:
-    """Model config read off the tensor shapes, with the official behaviours on."""
+    """Model config read off the tensor shapes, with the official behaviours on; `options` as `OPTIONS`."""
+    options = OPTIONS.resolve(options)
     local = state["net_video_local"]
     hidden = local["input_fc.mlp.0.weight"].shape[0]
     video_dim = local["norm_input.gain"].shape[0]
@@ -97,11 +112,11 @@ def official_config(state: dict[str, dict[str, torch.Tensor]], **options: Any) -
     ff = next(v for k, v in local.items() if k.endswith("feed_forward.0.weight"))
     config = CootConfig(
         hidden_dim=hidden, ff_dim=ff.shape[0], af_heads=w1.shape[0], af_dim=w1.shape[0] * w1.shape[2],
-        num_heads=int(options.get("num_heads", 8)), text_feature_dim=text_dim,
-        text_model=str(options.get("text_model", "")), layer_norm="coot",
+        num_heads=options["num_heads"], text_feature_dim=text_dim,
+        text_model=options["text_model"], layer_norm="coot",
         positional_encoding="sincos_official", global_pooling="avg_special",
         use_context=any(k.startswith("tf_context.") for k in state["net_video_global"]),
-        cmc_distance="mean", cmc_weight=float(options.get("cmc_weight", 0.01)), standardise_experts=False,
+        cmc_distance="mean", cmc_weight=options["cmc_weight"], standardise_experts=False,
     )
     return config, video_dim
 
@@ -120,12 +135,12 @@ def convert_state(state: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.
 def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     """Write a run dir (config.yaml + checkpoints/best) from an official COOT checkpoint.
 
-    Options: `expert` (name of the one video feature expert, default "video"),
-    `text_model` (the BERT folder the text features come from), `num_heads` (8).
+    Options: `OPTIONS` (`videotext convert coot --help`).
     """
+    opts = OPTIONS.resolve(options)
     state = read_official(Path(checkpoint))
-    config, video_dim = official_config(state, **options)
-    expert = str(options.get("expert", "video"))
+    config, video_dim = official_config(state, **opts)
+    expert = opts["expert"]
     model = Coot(config, expert_dims={expert: video_dim})
     for net in ("net_video_local", "net_text_local"):  # the PE buffer must be the official table
         pe = state[net].get("embedding.pe")
@@ -139,7 +154,10 @@ def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_config(run, out_dir / "config.yaml")
+    architecture = {"hidden_dim": config.hidden_dim, "ff_dim": config.ff_dim, "num_heads": config.num_heads,
+                    "af_heads": config.af_heads, "af_dim": config.af_dim, "use_context": config.use_context,
+                    "text_feature_dim": config.text_feature_dim, "experts": {expert: video_dim}}
     save_checkpoint(out_dir / "checkpoints" / "best", model,
                     {"method": "coot", "model": to_plain(config), "expert_dims": {expert: video_dim},
-                     "converted_from": str(checkpoint)})
+                     "converted_from": str(checkpoint), "conversion": opts.meta(architecture)})
     return out_dir

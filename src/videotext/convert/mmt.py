@@ -23,7 +23,21 @@ from typing import Any
 import torch
 
 from videotext.config import DataConfig, RunConfig, save_config, to_plain
+from videotext.convert._checkpoint import config_value, read_checkpoint, require_method, state_dict, state_keys, \
+    trainer_config
+from videotext.convert._options import Option, Options
 from videotext.errors import VideoTextError
+
+OPTIONS = Options(
+    "mmt",
+    Option("text_model", "bert-base-cased", "the official model.py, which hard-codes bert-base-cased (§4.2); "
+           "the checkpoint's config does not name it", "HF folder or name of the caption BERT; its architecture "
+           "and tokenizer are used, its weights replaced by the checkpoint's"),
+    Option("heads", 4, "the checkpoint's config (arch.args.vid_bert_params.num_attention_heads), else the "
+           "paper's 4 (§4.2); not stored in the tensors", "attention heads of the multi-modal transformer"),
+    Option("keep_missing_modalities", True, "the checkpoint's config (arch.args.keep_missing_modalities), else "
+           "true as in every official config", "missing experts keep their weight in the similarity"),
+)
 
 # gabeur/mmt utils/util.py compute_dims: token-type row of each expert
 OFFICIAL_TYPES = {"s3d": 1, "vggish": 2, "face": 3, "audio": 4, "rgb": 5, "speech": 6, "ocr": 7, "flow": 8,
@@ -31,32 +45,32 @@ OFFICIAL_TYPES = {"s3d": 1, "vggish": 2, "face": 3, "audio": 4, "rgb": 5, "speec
                   "ocr_c": 6, "r2p1d": 7, "s3dg": 8, "densenet161": 9, "speech_c": 10, "r2p1dk": 11}
 
 
-def read_official(checkpoint: Path, trust: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """(state_dict, arch args if readable) of an official checkpoint.
+def recognises(data: Any) -> bool:
+    """True for an MMT checkpoint (vid_bert.* or video_dim_reduce.* weights)."""
+    return any(k.startswith(("vid_bert.", "video_dim_reduce.")) for k in state_keys(data))
 
-    The originals pickle a ConfigParser under 'config'; reading it needs `trust=True`
-    (`weights_only=False` runs pickled code: only for files you trust) and the official
-    code on the path. Without it, a tensors-only file (just the state_dict) still loads.
+
+def read_official(checkpoint: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(state_dict, training config) of an official checkpoint.
+
+    The pickled `parse_config.ConfigParser` under 'config' is read inertly
+    (`_checkpoint.RestrictedUnpickler`): its JSON config comes back, its class never runs.
     """
-    if not Path(checkpoint).is_file():
-        raise VideoTextError(f"{checkpoint}: checkpoint not found")
-    try:
-        data = torch.load(checkpoint, map_location="cpu", weights_only=not trust)
-    except Exception as exc:  # noqa: BLE001 - torch raises several types for pickled objects
-        raise VideoTextError(
-            f"{checkpoint}: cannot read ({type(exc).__name__}); official files pickle a config object: pass "
-            f"`--option trust=true` only if you trust the file, or save its 'state_dict' alone"
-        ) from None
-    state = data.get("state_dict", data) if isinstance(data, dict) else None
-    if not isinstance(state, dict) or not any(k.startswith("vid_bert.") for k in state):
-        raise VideoTextError(f"{checkpoint}: no MMT state_dict (expected keys vid_bert.*, txt_bert.*, ...)")
-    args: dict[str, Any] = {}
-    config = data.get("config") if isinstance(data, dict) else None
-    try:
-        args = dict(config["arch"]["args"]) if config is not None else {}
-    except (KeyError, TypeError):
-        args = {}
-    return state, args
+    data = read_checkpoint(checkpoint)
+    require_method(checkpoint, data, "mmt")
+    return state_dict(data, checkpoint), trainer_config(data)
+
+
+def config_experts(trainer: dict[str, Any], state: dict[str, torch.Tensor], checkpoint: Path) -> list[str] | None:
+    """The config's expert list (experts.modalities), checked against the experts with weights."""
+    listed = config_value(trainer, "experts", "modalities")
+    if not isinstance(listed, list):
+        return None
+    weights = sorted(k.split(".")[1] for k in state if k.startswith("video_dim_reduce.") and k.endswith("fc.weight"))
+    if sorted(listed) != weights:
+        raise VideoTextError(f"{checkpoint}: its config lists experts {sorted(listed)} but it holds weights "
+                             f"for {weights}")
+    return listed
 
 
 def infer_model_config(state: dict[str, torch.Tensor], args: dict[str, Any], text_model: str,
@@ -113,19 +127,26 @@ def map_keys(state: dict[str, torch.Tensor], experts: list[str]) -> dict[str, to
     return out
 
 
-def convert(checkpoint: Path, out_dir: Path, text_model: str = "", heads: int | None = None,
-            trust: bool = False) -> Path:
+def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     """Write `out_dir/config.yaml` + `out_dir/checkpoints/best` from an official MMT checkpoint.
 
-    `text_model` is an HF folder whose config and tokenizer match the checkpoint's text
-    BERT (the paper: bert-base-cased); its weights are replaced by the checkpoint's.
+    Options: `OPTIONS` (`videotext convert mmt --help`). `text_model` is an HF folder whose
+    config and tokenizer match the checkpoint's text BERT (the paper: bert-base-cased);
+    its weights are replaced by the checkpoint's.
     """
     from videotext.models.base import build_method
     from videotext.models.mmt import MMTConfig
     from videotext.train.checkpoint import save_checkpoint
 
-    state, args = read_official(Path(checkpoint), trust)
-    model_cfg, expert_dims = infer_model_config(state, args, text_model, heads)
+    opts = OPTIONS.resolve(options)
+    state, trainer = read_official(Path(checkpoint))
+    args = dict(config_value(trainer, "arch", "args") or {})
+    opts.note("experts.modalities", config_experts(trainer, state, Path(checkpoint)))
+    opts.from_config("heads", config_value(args, "vid_bert_params", "num_attention_heads"),
+                     "arch.args.vid_bert_params.num_attention_heads")
+    args["keep_missing_modalities"] = opts.from_config(
+        "keep_missing_modalities", args.get("keep_missing_modalities"), "arch.args.keep_missing_modalities")
+    model_cfg, expert_dims = infer_model_config(state, args, opts["text_model"], opts["heads"])
     method = build_method("mmt", model_cfg, expert_dims=expert_dims)
     mapped = map_keys(state, method.experts)
     try:
@@ -142,6 +163,10 @@ def convert(checkpoint: Path, out_dir: Path, text_model: str = "", heads: int | 
                        name=f"mmt (converted from {Path(checkpoint).name})")
     out_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, out_dir / "config.yaml")
+    architecture = {k: model_cfg[k] for k in ("d_model", "layers", "heads", "intermediate", "max_seconds",
+                                              "keep_missing_experts", "text_model")}
+    architecture["experts"] = expert_dims
     save_checkpoint(out_dir / "checkpoints" / "best", method, {
-        "method": "mmt", "model": config.model, "expert_dims": expert_dims, "converted_from": str(checkpoint)})
+        "method": "mmt", "model": config.model, "expert_dims": expert_dims, "converted_from": str(checkpoint),
+        "conversion": opts.meta(architecture)})
     return out_dir
