@@ -68,15 +68,18 @@ class LoadedModel:
         return VideoFeatures(store, self.experts, self.config.data.max_steps_per_expert)
 
     def extraction_settings(self) -> dict[str, Any]:
-        """`extract_features` options that reproduce the training features for new videos."""
+        """`extract_features` options that reproduce the training features for new videos: the
+        training store's record, over the method's own `expert_options` (a zero-shot run has no store)."""
         from videotext.data.experts import options_from_config
 
+        options = {e: dict(o) for e, o in self.method.expert_options().items() if e in self.experts}
         training_store = Path(self.config.data.features or Path(self.config.data.manifest).parent / "features")
-        if not training_store.exists():
-            return {}
-        store = FeatureStore(training_store)
-        return {"options": {e: options_from_config(e, store.info(e)["config"])
-                            for e in self.experts if store.has_expert(e)}}
+        if training_store.exists():
+            store = FeatureStore(training_store)
+            for e in self.experts:
+                if store.has_expert(e):
+                    options[e] = {**options.get(e, {}), **options_from_config(e, store.info(e)["config"])}
+        return {"options": options} if options else {}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
         """Index vectors [N, D] (CPU) of every video (the method's `index_vectors`)."""

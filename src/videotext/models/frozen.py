@@ -32,7 +32,7 @@ from videotext.config import ConfigError
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
 from videotext.models.layers.space_time import CLS_MODES, EXPANSIONS, RESIDUALS, SpaceTimeTransformer
-from videotext.text import HFTextEncoder
+from videotext.text import build_text_encoder
 from videotext.train.distributed import gather_for_loss, gather_positives
 
 # Video-encoder sizes: `base` is the paper's ViT-B/16 at 224 (appendix §2.1); the others
@@ -157,7 +157,7 @@ class FrozenInTime(Method):
         )
         if config.vit_checkpoint:
             self.video_model.load_vit(load_state_file(config.vit_checkpoint))
-        self.text_encoder = HFTextEncoder(config.text_model, config.text_pooling, config.freeze_text,
+        self.text_encoder = build_text_encoder(config.text_model, config.text_pooling, config.freeze_text,
                                           config.max_text_tokens)
         # keys txt_proj.1 / vid_proj.0 as in the official checkpoints
         self.txt_proj = nn.Sequential(nn.ReLU() if config.text_relu else nn.Identity(),
