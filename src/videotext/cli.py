@@ -305,12 +305,16 @@ def index_build(
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
     features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
     update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, drop deleted ones."),
+    window: Optional[float] = typer.Option(None, help="Index sliding-window clips of this many seconds instead of whole videos."),
+    stride: Optional[float] = typer.Option(None, help="Seconds between window starts (default: half the window)."),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
 
-    index = load_model(run_dir).build_index(source, out, features_dir=features, update=update)
-    typer.echo(f"indexed {len(index)} videos → {out}")
+    index = load_model(run_dir).build_index(source, out, features_dir=features, update=update, window=window,
+                                            stride=stride)
+    what = "clips" if window else "videos"
+    typer.echo(f"indexed {len(index)} {what} → {out}")
 
 
 @app.command()

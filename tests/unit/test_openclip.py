@@ -344,3 +344,48 @@ def test_clip4clip_resume_is_exact(tiny_synth, clip_features, weights, tmp_path)
     b = load_file(str(tmp_path / "resumed/checkpoints/last/model.safetensors"))
     assert a.keys() == b.keys() and any(k.startswith("lstm_visual.") for k in a)
     assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-6
+
+
+def test_zero_shot_sliding_window_clip_is_the_mean_over_its_window(tmp_path, zero_shot):
+    from videotext.inference import load_model
+
+    folder = real_clips(tmp_path)
+    model = load_model(zero_shot, device="cpu")
+    index = model.build_index(folder, tmp_path / "clips", progress=False,
+                              window=2.0, stride=1.0)
+    store_path = tmp_path / "clips.features"
+    from videotext.data.features import FeatureStore
+
+    features, times = FeatureStore(store_path).get("clip", "bigbuckbunny")
+    entries = [e for e in index.entries() if e.video_id == "bigbuckbunny"]
+    assert [(e.start, e.end) for e in entries[:3]] == [(0.0, 2.0), (1.0, 3.0), (2.0, 4.0)]
+    clip = entries[1]  # [1, 3) s: the steps starting at 1 s and 2 s
+    frames = F.normalize(torch.from_numpy(features[(times >= 1.0) & (times < 3.0)]), dim=-1)
+    assert len(frames) == 2
+    expected = F.normalize(frames.mean(0), dim=0)
+    stored = torch.from_numpy(index.embeddings_for([clip.id])[0])
+    torch.testing.assert_close(stored, expected, atol=1e-5, rtol=0)
+    hits = model.search("a rabbit", index, k=4)
+    assert len(hits) == 4 and all(h.start is not None and h.end is not None for h in hits)
+
+
+def test_zero_shot_run_serves_and_evaluates(tiny_synth, clip_features, weights, tmp_path):
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from videotext.cli import app
+    from videotext.convert import convert
+    from videotext.search.service import create_app
+
+    run = convert("openclip", TINY, tmp_path / "run", pretrained=weights,
+                  manifest=str(tiny_synth / "manifest.json"), features=str(clip_features))
+    runner = CliRunner()
+    evaluated = runner.invoke(app, ["eval", str(run), "--no-report"])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "t2v: R@1" in evaluated.output and (run / "eval_test_best.json").is_file()
+    built = runner.invoke(app, ["index", "build", str(run), str(tiny_synth / "manifest.json"), "-o",
+                                str(tmp_path / "index"), "--features", str(clip_features)])
+    assert built.exit_code == 0, built.output
+    client = TestClient(create_app(tmp_path / "index"))
+    body = client.get("/search", params={"q": "a red circle moves to the left", "k": 5}).json()
+    assert [r["rank"] for r in body["results"]] == [1, 2, 3, 4, 5]
