@@ -117,3 +117,36 @@ def text_tower(model: torch.nn.Module) -> torch.nn.Module:
         raise VideoTextError(f"{type(model).__name__}: only open_clip's own text transformer is supported "
                              "(this model's text tower is an HF model)")
     return tower
+
+
+def vit_timm_state(visual: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """An open_clip image tower (VisionTransformer) as a timm ViT state dict.
+
+    conv1 → patch_embed.proj (bias zero: CLIP's has none), class_embedding → cls_token,
+    positional_embedding → pos_embed, resblocks.i.{ln_1, attn.in_proj, attn.out_proj, ln_2,
+    mlp.c_fc, mlp.c_proj} → blocks.i.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2},
+    ln_post → norm. CLIP's `ln_pre` becomes timm's `norm_pre` and `proj` is dropped.
+    """
+    if not hasattr(visual, "conv1") or not hasattr(visual, "class_embedding"):
+        raise VideoTextError(f"{type(visual).__name__}: not an open_clip ViT image tower (a timm or CNN tower?)")
+    state = visual.state_dict()
+    width = state["class_embedding"].shape[-1]
+    out = {
+        "patch_embed.proj.weight": state["conv1.weight"],
+        "patch_embed.proj.bias": torch.zeros(width),
+        "cls_token": state["class_embedding"].reshape(1, 1, width),
+        "pos_embed": state["positional_embedding"].unsqueeze(0),
+        "norm_pre.weight": state["ln_pre.weight"], "norm_pre.bias": state["ln_pre.bias"],
+        "norm.weight": state["ln_post.weight"], "norm.bias": state["ln_post.bias"],
+    }
+    names = {"ln_1": "norm1", "attn.in_proj_weight": "attn.qkv.weight", "attn.in_proj_bias": "attn.qkv.bias",
+             "attn.out_proj": "attn.proj", "ln_2": "norm2", "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2"}
+    for key, value in state.items():
+        if not key.startswith("transformer.resblocks."):
+            continue
+        index, rest = key[len("transformer.resblocks."):].split(".", 1)
+        for old, new in names.items():
+            if rest.startswith(old):
+                out[f"blocks.{index}.{new}{rest[len(old):]}"] = value
+                break
+    return out

@@ -389,3 +389,57 @@ def test_zero_shot_run_serves_and_evaluates(tiny_synth, clip_features, weights, 
     client = TestClient(create_app(tmp_path / "index"))
     body = client.get("/search", params={"q": "a red circle moves to the left", "k": 5}).json()
     assert [r["rank"] for r in body["results"]] == [1, 2, 3, 4, 5]
+
+
+# --- Frozen's spatial init from a timm or open_clip ViT by name ---------------------------
+
+
+def test_frozen_spatial_init_from_an_open_clip_vit(tmp_path):
+    from videotext.models.base import build_method
+
+    arch = str(Path(TINY).with_name("openclip_tiny_vit8.json"))  # 32×32 images, patch 8, width 32 = preset tiny
+    torch.manual_seed(5)
+    clip = openclip._open_clip().create_model(openclip.architecture(arch), pretrained=None)
+    path = tmp_path / "vit8.pt"
+    torch.save(clip.state_dict(), path)
+    method = build_method("frozen", {"preset": "tiny", "vit_checkpoint": f"openclip:{arch}@{path}", "freeze_text": True})
+    video, visual = method.video_model, clip.visual
+    torch.testing.assert_close(video.blocks[1].attn.qkv.weight, visual.transformer.resblocks[1].attn.in_proj_weight)
+    torch.testing.assert_close(video.blocks[0].mlp.fc2.bias, visual.transformer.resblocks[0].mlp.c_proj.bias)
+    torch.testing.assert_close(video.cls_token[0, 0], visual.class_embedding)
+    torch.testing.assert_close(video.pos_embed[0], visual.positional_embedding)
+    torch.testing.assert_close(video.norm_pre.weight, visual.ln_pre.weight)  # CLIP's ln_pre kept
+    torch.testing.assert_close(video.norm.bias, visual.ln_post.bias)
+    assert float(video.patch_embed.proj.bias.detach().abs().max()) == 0.0  # CLIP's patch conv has no bias
+    # a ViT whose patches do not fit the video model is a config error naming the key
+    from videotext.config import ConfigError
+
+    with pytest.raises(ConfigError, match="model.vit_checkpoint"):
+        build_method("frozen", {"preset": "tiny", "vit_checkpoint": f"openclip:{TINY}@", "freeze_text": True})
+
+
+def test_frozen_spatial_init_from_a_timm_vit_by_name(tmp_path):
+    timm = pytest.importorskip("timm")
+    from videotext.config import ConfigError
+    from videotext.models.base import build_method
+
+    torch.manual_seed(6)
+    vit = timm.create_model("vit_tiny_patch16_224", pretrained=False)
+    path = tmp_path / "vit_tiny.pth"
+    torch.save(vit.state_dict(), path)
+    sizes = {"img_size": 224, "patch_size": 16, "video_dim": 192, "depth": 12, "heads": 3}
+    method = build_method("frozen", {"preset": "tiny", **sizes, "freeze_text": True,
+                                     "vit_checkpoint": f"timm:vit_tiny_patch16_224@{path}"})
+    torch.testing.assert_close(method.video_model.blocks[11].attn.proj.weight, vit.blocks[11].attn.proj.weight)
+    torch.testing.assert_close(method.video_model.pos_embed, vit.pos_embed)
+    assert isinstance(method.video_model.norm_pre, torch.nn.Identity)  # ImageNet ViTs have no pre-norm
+    with pytest.raises(ConfigError, match="timm cannot load it"):
+        build_method("frozen", {"preset": "tiny", "vit_checkpoint": "timm:no_such_vit", "freeze_text": True})
+
+
+def test_model_names_in_checkpoint_keys_are_not_made_paths(tmp_path):
+    from videotext.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("method: frozen\nmodel:\n  vit_checkpoint: openclip:ViT-B-16@openai\n")
+    assert load_config(path).model["vit_checkpoint"] == "openclip:ViT-B-16@openai"
