@@ -6,7 +6,8 @@ A model is named by an open_clip architecture and a weights source:
   (registered under its file stem, e.g. a tiny test config), or an open_clip schema
   (`hf-hub:org/repo`, `local-dir:/path`);
 - weights (`pretrained`): an open_clip tag (`openai`, `laion2b_s34b_b79k`; downloaded into
-  the hub cache on first use), a local checkpoint file, or "" for random weights. Random
+  the hub cache on first use), a local checkpoint file, an HF transformers `CLIPModel` folder
+  (its weights mapped to open_clip names, `hf_clip_state`), or "" for random weights. Random
   weights are drawn from a fixed seed, so the text tower of a run and the image tower of
   its `clip` expert are the same network in every process.
 
@@ -64,9 +65,9 @@ def architecture(name: str) -> str:
 
 
 def canonical(value: str) -> str:
-    """A model name or weights source as recorded in configs and stores: files as absolute paths."""
+    """A model name or weights source as recorded in configs and stores: local paths made absolute."""
     value = str(value or "")
-    return str(Path(value).resolve()) if value and Path(value).is_file() else value
+    return str(Path(value).resolve()) if value and Path(value).exists() else value
 
 
 def load_clip(name: str, pretrained: str = "") -> torch.nn.Module:
@@ -74,16 +75,25 @@ def load_clip(name: str, pretrained: str = "") -> torch.nn.Module:
     pretrained = str(pretrained or "")
     open_clip = _open_clip()
     arch = architecture(name)
-    if pretrained and ":" not in arch and not Path(pretrained).is_file() \
+    if pretrained and ":" not in arch and not Path(pretrained).exists() \
             and pretrained not in open_clip.list_pretrained_tags_by_model(arch):
-        raise VideoTextError(f"open_clip {arch}: pretrained {pretrained!r} is neither a checkpoint file nor one of "
+        raise VideoTextError(f"open_clip {arch}: pretrained {pretrained!r} is neither a checkpoint file, an HF CLIPModel folder nor one of "
                              f"its tags {open_clip.list_pretrained_tags_by_model(arch)}")
+    hf_folder = pretrained if pretrained and Path(pretrained).is_dir() else ""
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(RANDOM_SEED)
-            model = open_clip.create_model(arch, pretrained=pretrained or None, pretrained_text=False)
+            model = open_clip.create_model(arch, pretrained=None if hf_folder else (pretrained or None),
+                                           pretrained_text=False, force_quick_gelu=_hf_quick_gelu(hf_folder))
     except RuntimeError as exc:  # open_clip reports download / checkpoint problems as RuntimeError
         raise VideoTextError(f"open_clip {arch}@{pretrained or 'random'}: cannot load ({exc})") from None
+    if hf_folder:
+        state = hf_clip_state(hf_folder)
+        result = model.load_state_dict(state, strict=False)
+        missing = [k for k in result.missing_keys if k != "attn_mask"]
+        if missing or result.unexpected_keys or _shape_errors(model, state):
+            raise VideoTextError(f"{hf_folder}: this HF CLIPModel does not fit open_clip {arch} (missing "
+                                 f"{missing[:3]}, unexpected {result.unexpected_keys[:3]}); pick the matching ARCH")
     return model.eval()
 
 
@@ -149,4 +159,66 @@ def vit_timm_state(visual: torch.nn.Module) -> dict[str, torch.Tensor]:
             if rest.startswith(old):
                 out[f"blocks.{index}.{new}{rest[len(old):]}"] = value
                 break
+    return out
+
+
+def _hf_config(folder: str) -> dict[str, Any]:
+    import json
+
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    if config.get("model_type") != "clip":
+        raise VideoTextError(f"{folder}: not an HF CLIPModel folder (config.json with model_type 'clip')")
+    return config
+
+
+def _hf_quick_gelu(folder: str) -> bool:
+    """OpenAI's CLIP uses QuickGELU; HF configs say so in hidden_act."""
+    return bool(folder) and _hf_config(folder).get("text_config", {}).get("hidden_act") == "quick_gelu"
+
+
+def _shape_errors(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    own = model.state_dict()
+    return [k for k, v in state.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+
+
+def hf_clip_state(folder: str) -> dict[str, torch.Tensor]:
+    """The weights of an HF `CLIPModel` folder (transformers' save_pretrained) in open_clip names.
+
+    text_model.embeddings.{token,position}_embedding → token_embedding / positional_embedding,
+    *.encoder.layers.i.self_attn.{q,k,v}_proj → *.resblocks.i.attn.in_proj (concatenated),
+    out_proj, layer_norm{1,2} → ln_{1,2}, mlp.fc{1,2} → mlp.c_fc / c_proj, final_layer_norm →
+    ln_final, vision pre_layrnorm / post_layernorm → visual.ln_pre / ln_post, patch_embedding
+    → visual.conv1, text / visual projections transposed, logit_scale as is.
+    """
+    from transformers import CLIPModel
+
+    _hf_config(folder)
+    try:
+        hf = CLIPModel.from_pretrained(folder).state_dict()
+    except (OSError, ValueError) as exc:
+        raise VideoTextError(f"{folder}: cannot load the HF CLIPModel ({exc})") from None
+    out: dict[str, torch.Tensor] = {"logit_scale": hf["logit_scale"],
+                                    "text_projection": hf["text_projection.weight"].T.contiguous(),
+                                    "visual.proj": hf["visual_projection.weight"].T.contiguous()}
+    tops = {"text_model.embeddings.token_embedding.weight": "token_embedding.weight",
+            "text_model.embeddings.position_embedding.weight": "positional_embedding",
+            "text_model.final_layer_norm.weight": "ln_final.weight", "text_model.final_layer_norm.bias": "ln_final.bias",
+            "vision_model.embeddings.class_embedding": "visual.class_embedding",
+            "vision_model.embeddings.patch_embedding.weight": "visual.conv1.weight",
+            "vision_model.embeddings.position_embedding.weight": "visual.positional_embedding",
+            "vision_model.pre_layrnorm.weight": "visual.ln_pre.weight", "vision_model.pre_layrnorm.bias": "visual.ln_pre.bias",
+            "vision_model.post_layernorm.weight": "visual.ln_post.weight",
+            "vision_model.post_layernorm.bias": "visual.ln_post.bias"}
+    out.update({ours: hf[theirs] for theirs, ours in tops.items()})
+    parts = {"self_attn.out_proj": "attn.out_proj", "layer_norm1": "ln_1", "layer_norm2": "ln_2",
+             "mlp.fc1": "mlp.c_fc", "mlp.fc2": "mlp.c_proj"}
+    for tower, prefix in (("text_model", ""), ("vision_model", "visual.")):
+        layers = {int(k.split(".")[3]) for k in hf if k.startswith(f"{tower}.encoder.layers.")}
+        for i in sorted(layers):
+            src, dst = f"{tower}.encoder.layers.{i}.", f"{prefix}transformer.resblocks.{i}."
+            for kind in ("weight", "bias"):
+                out[f"{dst}attn.in_proj_{kind}"] = torch.cat([hf[f"{src}self_attn.{p}_proj.{kind}"] for p in "qkv"])
+                for theirs, ours in parts.items():
+                    out[f"{dst}{ours}.{kind}"] = hf[f"{src}{theirs}.{kind}"]
     return out

@@ -95,7 +95,7 @@ def test_dual_takes_a_clip_text_model(weights):
 def test_bad_clip_names_are_user_errors(weights):
     with pytest.raises(VideoTextError, match="unknown architecture"):
         openclip.load_clip("ViT-Nope-1")
-    with pytest.raises(VideoTextError, match="neither a checkpoint file nor one of its tags"):
+    with pytest.raises(VideoTextError, match="neither a checkpoint file, an HF CLIPModel folder nor one of its tags"):
         openclip.load_clip(TINY, "no_such_tag")
     with pytest.raises(VideoTextError, match="BERT internals"):
         from videotext.text import HFTextEncoder
@@ -443,3 +443,39 @@ def test_model_names_in_checkpoint_keys_are_not_made_paths(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("method: frozen\nmodel:\n  vit_checkpoint: openclip:ViT-B-16@openai\n")
     assert load_config(path).model["vit_checkpoint"] == "openclip:ViT-B-16@openai"
+
+
+def test_an_hf_clip_folder_loads_as_the_open_clip_model(tmp_path):
+    from transformers import CLIPConfig, CLIPModel
+
+    config = CLIPConfig(
+        text_config=dict(vocab_size=49408, hidden_size=48, intermediate_size=192, num_hidden_layers=2,
+                         num_attention_heads=2, max_position_embeddings=77, hidden_act="gelu",
+                         bos_token_id=49406, eos_token_id=49407, pad_token_id=0),
+        vision_config=dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=16, hidden_act="gelu"),
+        projection_dim=32)  # the architecture of tests/fixtures/openclip_tiny.json
+    torch.manual_seed(7)
+    hf = CLIPModel(config).eval()
+    hf.save_pretrained(tmp_path / "hf_clip")
+    model = openclip.load_clip(TINY, str(tmp_path / "hf_clip"))
+    ids = openclip.tokenizer(TINY)(CAPTIONS)
+    pixels = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        hf_text = _features(hf.get_text_features(input_ids=ids))
+        torch.testing.assert_close(model.encode_text(ids), hf_text, atol=1e-5, rtol=0)
+        torch.testing.assert_close(model.encode_image(pixels), _features(hf.get_image_features(pixel_values=pixels)),
+                                   atol=1e-5, rtol=0)
+    # and as a text model spec / through a zero-shot run
+    from videotext.text import build_text_encoder
+
+    encoder = build_text_encoder(f"openclip:{TINY}@{tmp_path / 'hf_clip'}").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(encoder.tokenize(CAPTIONS)), hf_text, atol=1e-5, rtol=0)
+    with pytest.raises(VideoTextError, match="not an HF CLIPModel folder"):
+        openclip.load_clip(TINY, str(tmp_path))
+
+
+def _features(output):
+    """transformers 5 returns the projected features as `pooler_output`, older versions a tensor."""
+    return output if isinstance(output, torch.Tensor) else output.pooler_output
