@@ -479,3 +479,36 @@ def test_an_hf_clip_folder_loads_as_the_open_clip_model(tmp_path):
 def _features(output):
     """transformers 5 returns the projected features as `pooler_output`, older versions a tensor."""
     return output if isinstance(output, torch.Tensor) else output.pooler_output
+
+
+def test_clip4clip_end_to_end_frames_equal_the_feature_path(weights, reference):
+    from videotext.models.base import build_method
+
+    common = {"clip_model": TINY, "pretrained": weights, "sim_header": "seqTransf"}
+    frames_model = build_method("clip4clip", {**common, "input": "frames"}).eval()
+    features_model = build_method("clip4clip", common, expert_dims={"clip": 32}).eval()
+    features_model.load_state_dict({k: v for k, v in frames_model.state_dict().items()
+                                    if not k.startswith("visual.")})
+    assert frames_model.video_inputs == "frames" and features_model.video_inputs == "features"
+    torch.manual_seed(0)
+    clips = torch.randn(3, 4, 3, 32, 32)  # [K, F, 3, S, S]: 3 videos, one clip of 4 frames each
+    with torch.no_grad():
+        ours = frames_model.encode_video({"frames": clips, "clip_video": torch.arange(3), "video_ids": ["a", "b", "c"]})
+        embedded = reference.encode_image(clips.flatten(0, 1)).view(3, 4, -1)
+        expected = features_model.encode_video(_batch(embedded, [4, 4, 4]))
+    torch.testing.assert_close(ours, expected, atol=1e-5, rtol=0)
+    # the image tower trains: the loss reaches it
+    frames_model.train()
+    out = frames_model.loss({"text": frames_model.prepare_text(CAPTIONS), "video": {"frames": clips}})
+    out["loss"].backward()
+    assert frames_model.visual.conv1.weight.grad.abs().sum() > 0
+
+
+def test_clip4clip_end_to_end_trains_on_the_synthetic_videos(tiny_synth, weights, tmp_path):
+    from videotext.train.trainer import Trainer, read_metrics_log
+
+    config = _train_config(tiny_synth, tiny_synth / "features", weights, "train.epochs=1", "model.input=frames",
+                           "model.num_frames=2", "data.experts=[]", "optim.lr_scale.visual=0.001")
+    result = Trainer(config, tmp_path / "run", progress=False).fit()
+    assert "t2v" in result and (tmp_path / "run/checkpoints/best/model.safetensors").is_file()
+    assert any(e["kind"] == "train" for e in read_metrics_log(tmp_path / "run"))

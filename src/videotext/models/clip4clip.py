@@ -15,9 +15,10 @@ Calculators (`sim_header`, §3.3):
   (padded frames masked out), added to its input; initialised from CLIP's text
   positional embeddings and first text blocks when the widths match (as the official code).
 
-The image tower runs in the `clip` expert (features precomputed, frozen); the text tower
-and `logit_scale` are fine-tuned at lr 1e-7 while new layers use 1e-4 (§4.2; configs set
-`optim.lr_scale: {text_encoder: 0.001}` with `optim.lr: 1e-4`).
+Input (`input`): `features` runs the image tower once in the `clip` expert (precomputed,
+frozen); `frames` decodes pixels and trains the image tower end to end, as the paper does
+(§3.1). CLIP (text tower, `logit_scale`, image tower) is fine-tuned at lr 1e-7 while new layers
+use 1e-4 (§4.2; configs set `optim.lr: 1e-4` and `optim.lr_scale: {text_encoder: 0.001, visual: 0.001}`).
 """
 from __future__ import annotations
 
@@ -49,6 +50,11 @@ class CLIP4ClipConfig:
     freeze_text: bool = False
     transformer_layers: int = 4  # seqTransf depth (official cross_num_hidden_layers = 4)
     max_frames: int = 77  # frame position embeddings (CLIP's text context, from which they are copied)
+    # input: features = the `clip` expert (image tower run once, frozen); frames = pixels through
+    # the image tower end to end (§3.1; `data.experts: []`), `num_frames` per video
+    input: str = "features"
+    num_frames: int = 12  # §4.2 (frames mode; features mode caps with data.max_steps_per_expert)
+    frame_cache: str = "memory"  # memory | off | folder (decoded frames, see videotext.data.frames)
 
 
 @register
@@ -64,10 +70,16 @@ class CLIP4Clip(Method):
 
         if config.sim_header not in SIM_HEADERS:
             raise ConfigError(f"model.sim_header: expected one of {SIM_HEADERS}, got {config.sim_header!r}")
+        if config.input not in ("features", "frames"):
+            raise ConfigError(f"model.input: expected features or frames, got {config.input!r}")
         spec = f"{openclip.SPEC_PREFIX}{config.clip_model}" + (f"@{config.pretrained}" if config.pretrained else "")
         self.text_encoder = OpenCLIPTextEncoder(spec, config.freeze_text, config.max_text_tokens)
         dim = self.text_encoder.hidden_size
-        if expert_dims is not None and expert_dims.get(config.expert) != dim:
+        if config.input == "frames":
+            self.video_inputs = "frames"
+            self.visual = openclip.load_clip(config.clip_model, config.pretrained).visual  # CLIP's image tower
+            self.preprocess = openclip.image_preprocess(config.clip_model, config.pretrained)
+        elif expert_dims is not None and expert_dims.get(config.expert) != dim:
             raise ConfigError(f"clip4clip: expert {config.expert!r} has dims {expert_dims.get(config.expert)}, but "
                               f"{config.clip_model}'s embedding is {dim}-d (extract it with the same CLIP model)")
         if config.sim_header == "seqLSTM":
@@ -123,13 +135,26 @@ class CLIP4Clip(Method):
     def _heads(self) -> int:
         return int(self.transformer_clip.resblocks[0].attn.num_heads)
 
-    def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:
-        frames = batch["features"][self.config.expert].float()  # [B, T, E]
-        mask = batch["masks"][self.config.expert]  # [B, T] bool
+    def pool_frames(self, frames: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Frame embeddings [B, T, E] with valid mask [B, T] → unit video vectors [B, E]."""
         states = F.normalize(self.frame_states(frames, mask), dim=-1)
         valid = mask.unsqueeze(-1).to(states.dtype)  # [B, T, 1]
         pooled = (states * valid).sum(1) / valid.sum(1).clamp_min(1.0)
         return F.normalize(pooled, dim=-1)  # [B, E]
+
+    def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:
+        if "frames" not in batch:
+            expert = self.config.expert
+            return self.pool_frames(batch["features"][expert].float(), batch["masks"][expert])
+        clips = batch["frames"]  # [K, F, 3, S, S]
+        count, frames = clips.shape[:2]
+        embedded = self.visual(clips.flatten(0, 1)).float().view(count, frames, -1)  # [K, F, E]
+        vectors = self.pool_frames(embedded, torch.ones(count, frames, dtype=torch.bool, device=clips.device))
+        owner = batch.get("clip_video")  # test clips → their video (one clip per video here)
+        if owner is None:
+            return vectors
+        sums = vectors.new_zeros(len(batch["video_ids"]), vectors.shape[1]).index_add_(0, owner, vectors)
+        return F.normalize(sums, dim=-1)
 
     # --- loss ------------------------------------------------------------------------------
     @property
@@ -143,7 +168,35 @@ class CLIP4Clip(Method):
         return info_nce(sims, temperature=1.0 / self.logit_scale, positives=gather_positives(batch.get("positives")),
                         reduction="mean")
 
+    # --- frames input (end to end) ---------------------------------------------------------
+    def frame_spec(self):
+        """CLIP's transform: a square crop of the whole shorter side (random position in training,
+        centre at test), no flip; one test clip of `num_frames` frames at the segment centres."""
+        from videotext.data.frames import FrameSpec
+
+        pre = self.preprocess
+        return FrameSpec(pre["size"], pre["mean"], pre["std"], crop_scale=(1.0, 1.0), flip=0.0, test_stride=0.0,
+                         max_test_clips=1, cache=self.config.frame_cache, cache_fps=1.0)
+
+    def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
+        if self.config.input == "features":
+            return super().train_batches(dataset, read_features, batch_size, seed)
+        from videotext.data.frames import FrameBatches, cached_source
+
+        return FrameBatches(dataset, cached_source(self, dataset, self.frame_spec()), self.prepare_text, batch_size,
+                            seed, lambda epoch: self.config.num_frames)
+
+    def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Any:
+        if self.config.input == "features":
+            return super().video_batches(dataset, read_features, batch_size)
+        from videotext.data.frames import cached_source, eval_video_batches
+
+        return eval_video_batches(dataset, cached_source(self, dataset, self.frame_spec()), self.config.num_frames,
+                                  min(batch_size, 32))
+
     # --- index build: extract new videos with this run's image tower --------------------
     def expert_options(self) -> dict[str, dict[str, Any]]:
-        """Options of the `clip` expert that gives this run's frame embeddings."""
+        """Options of the `clip` expert that gives this run's frame embeddings (features input)."""
+        if self.config.input == "frames":
+            return {}
         return {self.config.expert: {"model": self.config.clip_model, "pretrained": self.config.pretrained}}

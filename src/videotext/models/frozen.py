@@ -269,13 +269,9 @@ class FrozenInTime(Method):
 
     def _source(self, dataset: Any):
         """One FrameSource per dataset object, kept so decoded frames are cached across epochs."""
-        from videotext.data.frames import FrameSource
+        from videotext.data.frames import cached_source
 
-        sources = self.__dict__.setdefault("_frame_sources", {})
-        key = (id(dataset), dataset.name)
-        if key not in sources:
-            sources[key] = FrameSource(dataset, self.frame_spec())
-        return sources[key]
+        return cached_source(self, dataset, self.frame_spec())
 
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
         from videotext.data.frames import AlternatingBatches, FrameBatches
