@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from videotext.data.experts.appearance import center_crop_frames
-from videotext.data.experts.base import FrameExpert
+from videotext.data.experts.appearance import CentreFrameNetworkExpert
 
 
-class CLIPExpert(FrameExpert):
+class CLIPExpert(CentreFrameNetworkExpert):
     """open_clip `encode_image` of the centre frame of each step."""
 
     name = "clip"
@@ -55,22 +54,6 @@ class CLIPExpert(FrameExpert):
 
     def settings(self) -> dict[str, Any]:
         return {"model": self.model_arg, "pretrained": self.pretrained, **self.preprocess}
-
-    def __getstate__(self) -> dict[str, Any]:  # workers never need the network
-        return {**self.__dict__, "_model": None}
-
-    def frame_times(self, starts: np.ndarray) -> np.ndarray:
-        return starts + 0.5 * self.step  # the centre of each step [T]
-
-    def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        return center_crop_frames(frames, self.frame_size)  # uint8 [T, S, S, 3]
-
-    def finish_batch(self, prepared: list[np.ndarray]) -> list[np.ndarray]:
-        sizes = [len(p) for p in prepared]
-        if not sum(sizes):
-            return [np.zeros((0, self.dim), np.float32) for _ in prepared]
-        features = self.embed(np.concatenate([p for p in prepared if len(p)]))  # [sum T, D]
-        return np.split(features, np.cumsum(sizes)[:-1])
 
     def pixels(self, crops: np.ndarray):
         """uint8 RGB crops [N, S, S, 3] → normalised float pixels [N, 3, S, S] (CLIP's transform)."""
