@@ -78,16 +78,23 @@ def synth(
 def extract(
     source: Path = typer.Argument(..., help="A manifest.json or any folder of videos."),
     out: Path = typer.Option(..., "--out", "-o", help="Feature store folder (one HDF5 file per expert)."),
-    experts: str = typer.Option("appearance,motion,audio", help="Comma-separated experts: appearance, motion, audio, words."),
+    experts: str = typer.Option("appearance,motion,audio", help="Comma-separated experts: appearance, motion, audio, words, clip."),
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Decoding processes."),
     batch_size: int = typer.Option(32, help="Frames per forward pass of the appearance network."),
     device: str = typer.Option("cpu", help="Torch device for neural experts."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Expert option EXPERT.KEY=VALUE (repeatable), e.g. clip.model=ViT-B-32, clip.pretrained=openai."),
 ) -> None:
     """Extract per-expert [T, D] features with timestamps; resumable, skips and records broken videos."""
     from videotext.data.experts import extract_features
 
+    options: dict = {}
+    for key, value in parse_options(option).items():
+        expert, dot, name = key.partition(".")
+        if not dot or not name:
+            raise VideoTextError(f"--option {key}: expected EXPERT.KEY=VALUE (e.g. clip.pretrained=openai)")
+        options.setdefault(expert, {})[name] = value
     summary = extract_features(
-        source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device
+        source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device, options=options
     )
     typer.echo(json.dumps(summary, indent=1, default=str))
 
@@ -299,12 +306,16 @@ def index_build(
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
     features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
     update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, drop deleted ones."),
+    window: Optional[float] = typer.Option(None, help="Index sliding-window clips of this many seconds instead of whole videos."),
+    stride: Optional[float] = typer.Option(None, help="Seconds between window starts (default: half the window)."),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
 
-    index = load_model(run_dir).build_index(source, out, features_dir=features, update=update)
-    typer.echo(f"indexed {len(index)} videos → {out}")
+    index = load_model(run_dir).build_index(source, out, features_dir=features, update=update, window=window,
+                                            stride=stride)
+    what = "clips" if window else "videos"
+    typer.echo(f"indexed {len(index)} {what} → {out}")
 
 
 @app.command()

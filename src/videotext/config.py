@@ -289,11 +289,16 @@ def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any
     return deep_merge(read_config_file(here.parent / parent, (*_chain, here)), data)
 
 
+MODEL_SCHEMES = ("timm:", "openclip:", "hf-hub:")  # `*_checkpoint` values that name a model, not a file
+
+
 def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     """Make the relative file paths of a raw config dict absolute against `base_dir`:
     data.manifest / data.features, each data.mixture source's, and model.*_manifest /
     model.*_checkpoint (e.g. model.image_manifest, model.vit_checkpoint)."""
     def absolute(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(MODEL_SCHEMES):
+            return value  # a model by name (timm:NAME, openclip:ARCH@…), not a file
         if isinstance(value, str) and value and not Path(value).is_absolute():
             return str((base_dir / value).resolve())
         return value

@@ -68,15 +68,18 @@ class LoadedModel:
         return VideoFeatures(store, self.experts, self.config.data.max_steps_per_expert)
 
     def extraction_settings(self) -> dict[str, Any]:
-        """`extract_features` options that reproduce the training features for new videos."""
+        """`extract_features` options that reproduce the training features for new videos: the
+        training store's record, over the method's own `expert_options` (a zero-shot run has no store)."""
         from videotext.data.experts import options_from_config
 
+        options = {e: dict(o) for e, o in self.method.expert_options().items() if e in self.experts}
         training_store = Path(self.config.data.features or Path(self.config.data.manifest).parent / "features")
-        if not training_store.exists():
-            return {}
-        store = FeatureStore(training_store)
-        return {"options": {e: options_from_config(e, store.info(e)["config"])
-                            for e in self.experts if store.has_expert(e)}}
+        if training_store.exists():
+            store = FeatureStore(training_store)
+            for e in self.experts:
+                if store.has_expert(e):
+                    options[e] = {**options.get(e, {}), **options_from_config(e, store.info(e)["config"])}
+        return {"options": options} if options else {}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
         """Index vectors [N, D] (CPU) of every video (the method's `index_vectors`)."""
@@ -113,12 +116,16 @@ class LoadedModel:
         return scores[0].float().cpu()
 
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
-                    features_dir: str | Path | None = None, progress: bool = True, update: bool = False):
+                    features_dir: str | Path | None = None, progress: bool = True, update: bool = False,
+                    window: float | None = None, stride: float | None = None):
         """Embed every video of a manifest / folder and store them in a search index.
 
         `update=True` with an existing `out`: incremental, without re-encoding what is
         there: videos of `source` not yet in the index are added, entries whose video is
-        no longer in `source` are removed (deleted files), the rest is kept."""
+        no longer in `source` are removed (deleted files), the rest is kept.
+        `window` (seconds): index sliding-window clips instead of whole videos, one every
+        `stride` seconds (default window / 2); a clip is encoded from the feature steps that
+        start inside it, exactly like a video made of those steps (`WindowFeatures`)."""
         from videotext.data.readers import read_dataset
         from videotext.search.index import Entry, Index
 
@@ -135,7 +142,8 @@ class LoadedModel:
                                      "rebuild it without update")
             wanted = {v.id for v in dataset}
             index.remove([e.id for e in index.entries() if e.video_id not in wanted])
-            new_ids = [v.id for v in dataset if v.id not in index]
+            indexed = {e.video_id for e in index.entries()}
+            new_ids = [v.id for v in dataset if v.id not in indexed]
             if not new_ids:
                 index.save(out)
                 return index
@@ -156,6 +164,8 @@ class LoadedModel:
         if not present:
             raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
         dataset = dataset.subset([v.id for v in present])
+        if window:
+            dataset, reader = window_clips(dataset, reader, window, stride or window / 2)
         if ranks:  # torchrun: rank r embeds videos r::R into a part file, rank 0 merges
             parts = Path(out).with_name(Path(out).name + ".parts") if out is not None \
                 else Path(features_dir) / ".index-parts"
@@ -165,8 +175,9 @@ class LoadedModel:
                 return Index.load(out) if out is not None else None
         else:
             embedding = encode_videos(self.method, dataset, reader, device=self.device)
-        entries = [Entry(id=v.id, path=str(dataset.media_path(v)) if v.path else None, start=0.0,
-                         end=v.duration, video_id=v.id, meta={"captions": v.captions[:1]}) for v in dataset]
+        entries = [Entry(id=v.id, path=str(dataset.media_path(v)) if v.path else None,
+                         start=v.meta.get("start", 0.0), end=v.meta.get("end", v.duration),
+                         video_id=v.meta.get("video_id", v.id), meta={"captions": v.captions[:1]}) for v in dataset]
         if index is None:
             dim = int(self.method.index_vectors({k: v[:1] for k, v in embedding.items()}
                                                 if isinstance(embedding, dict) else embedding[:1]).shape[1])
@@ -242,6 +253,64 @@ class LoadedModel:
                                                 meta={**candidates[j].meta, "index_score": candidates[j].score})
                             for rank, j in enumerate(order, 1)])
         return results[0] if single else results
+
+
+class WindowFeatures(VideoFeatures):
+    """Features of sliding-window clips: per expert, the steps whose start lies in the clip's
+    [start, end) (the step covering `start` when none does), capped like whole videos."""
+
+    def __init__(self, base: VideoFeatures, windows: dict[str, tuple[str, float, float]]):
+        super().__init__(base.store, base.experts, base.max_steps)
+        self.windows = windows  # clip key → (video key, start, end)
+
+    def __call__(self, key: str) -> dict[str, np.ndarray]:
+        from videotext.data.loaders import subsample_steps
+
+        video_key, start, end = self.windows[key]
+        out = {}
+        for expert in self.experts:
+            values = np.zeros((0, self.dims[expert]), dtype=np.float32)
+            if self.store.has(expert, video_key):
+                features, times = self.store.get(expert, video_key)  # [T, D], [T]
+                keep = (times >= start - 1e-6) & (times < end - 1e-6)
+                if not keep.any() and (times <= start + 1e-6).any():
+                    keep = np.arange(len(times)) == int(np.nonzero(times <= start + 1e-6)[0][-1])
+                values = np.asarray(features, dtype=np.float32)[keep]
+                values = values[subsample_steps(len(values), self.max_steps)]
+            out[expert] = values
+        return out
+
+
+def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float,
+                 stride: float) -> tuple[VideoTextDataset, WindowFeatures]:
+    """Each video's sliding windows (`search.index.sliding_windows`) as a dataset of clips
+    (ids `VIDEO@START-END`, meta start/end/video_id) and the reader of their features."""
+    import dataclasses
+
+    from videotext.search.index import sliding_windows
+
+    clips, windows = [], {}
+    for video in dataset:
+        for start, end in sliding_windows(_duration(video, reader), window, stride):
+            clip_id = f"{video.id}@{start:g}-{end:g}"
+            windows[clip_id] = (video.key, start, end)
+            clips.append(dataclasses.replace(video, id=clip_id, feature_key=clip_id, duration=end - start,
+                                             meta={**video.meta, "start": start, "end": end, "video_id": video.id}))
+    return VideoTextDataset(dataset.name, clips, root=dataset.root), WindowFeatures(reader, windows)
+
+
+def _duration(video: Any, reader: VideoFeatures) -> float:
+    """A video's length: the manifest's, else the end of its last feature step."""
+    if video.duration:
+        return float(video.duration)
+    ends = []
+    for expert in reader.experts:
+        if reader.store.has(expert, video.key):
+            times = reader.store.get(expert, video.key)[1]
+            step = float(reader.store.info(expert)["config"].get("rate") or 0)
+            if len(times):
+                ends.append(float(times[-1]) + (1.0 / step if step else 0.0))
+    return max(ends, default=0.0)
 
 
 def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto") -> LoadedModel:

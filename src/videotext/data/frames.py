@@ -134,6 +134,16 @@ class FrameSource:
         return frames[pick_frames(stamps, times)]
 
 
+def cached_source(owner: Any, dataset: VideoTextDataset, spec: FrameSpec) -> FrameSource:
+    """One FrameSource per dataset object, kept on `owner` (a method) so decoded frames are
+    cached across epochs."""
+    sources = owner.__dict__.setdefault("_frame_sources", {})
+    key = (id(dataset), dataset.name)
+    if key not in sources:
+        sources[key] = FrameSource(dataset, spec)
+    return sources[key]
+
+
 def train_transform(clip: np.ndarray, spec: FrameSpec, rng: np.random.Generator) -> torch.Tensor:
     """uint8 [F, H, W, 3] → float [F, 3, S, S]: random square crop, resize, random flip."""
     video = to_tensor(clip)  # [F, 3, H, W]

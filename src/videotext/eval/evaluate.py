@@ -7,7 +7,7 @@ one metric in `videotext.eval.retrieval`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -17,7 +17,10 @@ from videotext.data.schema import CaptionRef, VideoTextDataset
 from videotext.eval.retrieval import (
     dataset_caption_relevance, invert_relevance, multi_caption_relevance, retrieval_metrics,
 )
-from videotext.models.base import Embedding, Method, concat_embeddings, embedding_to
+from videotext.embedding import Embedding, concat_embeddings, embedding_to
+
+if TYPE_CHECKING:  # type hints only: models.base calls into this module (no import circle)
+    from videotext.models.base import Method
 
 
 @dataclass

@@ -15,16 +15,14 @@ or the index.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, Union
+from typing import Any, ClassVar, Iterable
 
 import torch
 from torch import nn
 
 from videotext.config import ConfigError, from_dict, to_plain
 
-# An embedding is usually one L2-normalised tensor [N, D]; methods with richer embeddings
-# (MMT: per-expert vectors + mixture weights) use a dict of tensors with N first.
-Embedding = Union[torch.Tensor, dict[str, torch.Tensor]]
+from videotext.embedding import Embedding, concat_embeddings, embedding_to  # noqa: F401  (re-exported)
 
 METHODS: dict[str, type["Method"]] = {}
 
@@ -115,6 +113,11 @@ class Method(nn.Module):
 
         return video_batches(dataset, read_features, batch_size)
 
+    def expert_options(self) -> dict[str, dict[str, Any]]:
+        """Extraction options per expert that this method's weights require (e.g. the CLIP image
+        tower matching its text tower); `index build` uses them for new videos. Default: none."""
+        return {}
+
     # --- evaluation hooks ----------------------------------------------------------------
     def evaluate_split(self, dataset: Any, read_features: Any, device: Any = "cpu") -> dict[str, Any]:
         """Metrics of one split, used for validation (selection) and the one test evaluation.
@@ -138,19 +141,3 @@ class Method(nn.Module):
 
     def config_dict(self) -> dict[str, Any]:
         return to_plain(self.config)
-
-
-def concat_embeddings(parts: Iterable[Embedding]) -> Embedding:
-    """Concatenate per-batch embeddings along the first axis (tensors or dicts of tensors)."""
-    parts = list(parts)
-    if not parts:
-        raise ValueError("no embeddings to concatenate")
-    if isinstance(parts[0], dict):
-        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
-    return torch.cat(parts)
-
-
-def embedding_to(embedding: Embedding, device: torch.device | str) -> Embedding:
-    if isinstance(embedding, dict):
-        return {k: v.to(device) for k, v in embedding.items()}
-    return embedding.to(device)

@@ -18,7 +18,7 @@ from torch import nn
 from videotext.config import ConfigError
 from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
-from videotext.text import HFTextEncoder
+from videotext.text import build_text_encoder
 from videotext.train.distributed import gather_for_loss, gather_positives
 
 
@@ -49,7 +49,7 @@ class DualEncoder(Method):
         if not expert_dims:
             raise ConfigError("dual needs the feature dimension of each expert (expert_dims)")
         self.experts = list(expert_dims)
-        self.text_encoder = HFTextEncoder(
+        self.text_encoder = build_text_encoder(
             config.text_model, config.text_pooling, config.freeze_text, config.max_text_tokens
         )
         self.text_proj = nn.Sequential(nn.Dropout(config.dropout), nn.Linear(self.text_encoder.hidden_size, config.embed_dim))

@@ -32,7 +32,7 @@ from videotext.config import ConfigError
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
 from videotext.models.layers.space_time import CLS_MODES, EXPANSIONS, RESIDUALS, SpaceTimeTransformer
-from videotext.text import HFTextEncoder
+from videotext.text import build_text_encoder
 from videotext.train.distributed import gather_for_loss, gather_positives
 
 # Video-encoder sizes: `base` is the paper's ViT-B/16 at 224 (appendix §2.1); the others
@@ -60,7 +60,7 @@ class FrozenConfig:
     residual: str = "frozen"  # frozen (appendix Fig. 2 right) | timesformer (left, the ablation)
     cls_attention: str = "shared"  # shared (official) | per_frame (see layers/space_time.py)
     time_init: str = "zeros"  # §3.2: temporal attention starts as a no-op
-    vit_checkpoint: str = ""  # local timm ViT state dict (.pth / .safetensors) for the spatial init (§3.2)
+    vit_checkpoint: str = ""  # spatial init (§3.2): a timm ViT state dict file, timm:NAME[@FILE] or openclip:ARCH@PRETRAINED
     fused_attention: bool = True  # scaled_dot_product_attention; False = plain einsum (bench)
     # text encoder (§3.1)
     text_model: str = ""  # HF folder or name; "" = bundled all-MiniLM-L6-v2 (paper: distilbert-base-uncased)
@@ -139,6 +139,36 @@ def load_state_file(path: str | Path) -> dict[str, torch.Tensor]:
     return data
 
 
+def vit_weights(source: str) -> dict[str, torch.Tensor]:
+    """A timm-layout ViT state dict for the spatial initialisation (§3.2), from `source`:
+
+    - a local file (.pth / .safetensors) of timm's layout;
+    - `timm:NAME`: timm's pretrained weights of NAME (e.g. vit_base_patch16_224, downloaded
+      into the hub cache); `timm:NAME@FILE` loads FILE through timm instead (any format
+      timm reads for NAME, e.g. Google's .npz);
+    - `openclip:ARCH@PRETRAINED`: CLIP's image tower (e.g. openclip:ViT-B-16@openai) in timm
+      names (`videotext.openclip.vit_timm_state`).
+    """
+    if source.startswith("timm:"):
+        import timm
+
+        name, _, file = source[len("timm:"):].partition("@")
+        overlay = {"file": str(Path(file).resolve())} if file else None
+        if file and not Path(file).is_file():
+            raise ConfigError(f"model.vit_checkpoint {source!r}: {file} not found")
+        try:
+            model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay)
+        except Exception as exc:  # noqa: BLE001 - timm raises several types (unknown name, download, format)
+            raise ConfigError(f"model.vit_checkpoint {source!r}: timm cannot load it ({type(exc).__name__}: {exc})") from None
+        return model.state_dict()
+    if source.startswith("openclip:"):
+        from videotext import openclip
+
+        arch, pretrained = openclip.parse_spec(source)
+        return openclip.vit_timm_state(openclip.load_clip(arch, pretrained).visual)
+    return load_state_file(source)
+
+
 @register
 class FrozenInTime(Method):
     name = "frozen"
@@ -150,14 +180,19 @@ class FrozenInTime(Method):
         _check(config)
         sizes = resolve_sizes(config)
         self.img_size = sizes["img_size"]
+        vit = vit_weights(config.vit_checkpoint) if config.vit_checkpoint else None
         self.video_model = SpaceTimeTransformer(
             sizes["img_size"], sizes["patch_size"], sizes["video_dim"], sizes["depth"], sizes["heads"],
             config.mlp_ratio, config.num_frames, config.residual, config.cls_attention,
-            config.fused_attention, config.time_init,
+            config.fused_attention, config.time_init, pre_norm=vit is not None and "norm_pre.weight" in vit,
         )
-        if config.vit_checkpoint:
-            self.video_model.load_vit(load_state_file(config.vit_checkpoint))
-        self.text_encoder = HFTextEncoder(config.text_model, config.text_pooling, config.freeze_text,
+        if vit is not None:
+            try:
+                self.video_model.load_vit(vit)
+            except (KeyError, ValueError) as exc:
+                raise ConfigError(f"model.vit_checkpoint {config.vit_checkpoint!r}: does not fit the video model "
+                                  f"({exc})") from None
+        self.text_encoder = build_text_encoder(config.text_model, config.text_pooling, config.freeze_text,
                                           config.max_text_tokens)
         # keys txt_proj.1 / vid_proj.0 as in the official checkpoints
         self.txt_proj = nn.Sequential(nn.ReLU() if config.text_relu else nn.Identity(),
@@ -234,13 +269,9 @@ class FrozenInTime(Method):
 
     def _source(self, dataset: Any):
         """One FrameSource per dataset object, kept so decoded frames are cached across epochs."""
-        from videotext.data.frames import FrameSource
+        from videotext.data.frames import cached_source
 
-        sources = self.__dict__.setdefault("_frame_sources", {})
-        key = (id(dataset), dataset.name)
-        if key not in sources:
-            sources[key] = FrameSource(dataset, self.frame_spec())
-        return sources[key]
+        return cached_source(self, dataset, self.frame_spec())
 
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
         from videotext.data.frames import AlternatingBatches, FrameBatches

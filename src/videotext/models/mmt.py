@@ -42,7 +42,7 @@ from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
 from videotext.models.layers.gated_unit import GatedEmbeddingUnit
 from videotext.models.layers.mmt_bert import MMTBert
-from videotext.text import HFTextEncoder
+from videotext.text import build_text_encoder
 from videotext.train.distributed import gather_for_loss, gather_positives
 
 POS_AGG, POS_UNK, POS_FIRST = 0, 1, 2  # position-table rows: T_agg, T_unk, T_1 (official layout)
@@ -218,7 +218,7 @@ class MMT(Method):
         self.type_ids = {e: int(config.expert_types.get(e, i + 1)) for i, e in enumerate(self.experts)}
         d = config.d_model
         # caption side
-        self.text_encoder = HFTextEncoder(config.text_model, config.text_pooling, config.freeze_text,
+        self.text_encoder = build_text_encoder(config.text_model, config.text_pooling, config.freeze_text,
                                           config.max_text_tokens)
         hidden = self.text_encoder.hidden_size
         self.text_gated = nn.ModuleDict({e: GatedEmbeddingUnit(hidden, d, config.gated_batch_norm) for e in self.experts})

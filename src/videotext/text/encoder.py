@@ -47,7 +47,46 @@ def text_hidden_size(config: Any) -> int:
     return int(getattr(config, "hidden_size", None) or config.d_model)
 
 
-class HFTextEncoder(nn.Module):
+class CachedTextEncoder(nn.Module):
+    """Pooled text vectors [B, hidden_size], cached per caption string when frozen.
+
+    Subclasses set `tokenizer`, `model`, `freeze`, `hidden_size` and define `tokenize`,
+    `token_states` and `pool`.
+    """
+
+    freeze: bool = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cache: dict[str, torch.Tensor] = {}
+
+    def freeze_model(self) -> None:
+        self.model.requires_grad_(False)
+        self.model.eval()
+
+    def train(self, mode: bool = True) -> "CachedTextEncoder":
+        super().train(mode)
+        if self.freeze:
+            self.model.eval()  # no dropout in a frozen encoder
+        return self
+
+    def forward(self, batch: dict[str, Any]) -> torch.Tensor:
+        if not self.freeze:
+            return self.pool(self.token_states(batch), batch["attention_mask"], batch["input_ids"])
+        texts = batch["texts"]
+        missing = [i for i, t in enumerate(texts) if t not in self._cache]
+        if missing:
+            sub = {k: batch[k][missing] for k in ("input_ids", "attention_mask")}
+            width = int(sub["attention_mask"].sum(1).max())
+            sub = {k: v[:, :width] for k, v in sub.items()}  # drop padding columns of the sub-batch
+            with torch.no_grad():
+                pooled = self.pool(self.token_states(sub), sub["attention_mask"], sub["input_ids"]).float()
+            for i, vec in zip(missing, pooled):
+                self._cache[texts[i]] = vec
+        return torch.stack([self._cache[t] for t in texts]).to(batch["input_ids"].device)
+
+
+class HFTextEncoder(CachedTextEncoder):
     """Tokenizer + transformer → one pooled vector per text, [B, hidden_size]."""
 
     def __init__(self, path: str = "", pooling: str = "cls", freeze: bool = False, max_tokens: int = 30):
@@ -57,6 +96,9 @@ class HFTextEncoder(nn.Module):
 
         if pooling not in ("cls", "mean"):
             raise VideoTextError(f"text pooling: expected 'cls' or 'mean', got {pooling!r}")
+        if str(path).startswith("openclip:"):
+            raise VideoTextError(f"text model {path!r}: this method uses BERT internals (token pieces, embeddings); "
+                                 "CLIP text towers work with dual, frozen, mmt and clip4clip")
         self.path = path or default_text_model_path()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         hf_logging.set_verbosity_error()
@@ -70,16 +112,8 @@ class HFTextEncoder(nn.Module):
         self.freeze = freeze
         self.max_tokens = max_tokens
         self.hidden_size = text_hidden_size(self.model.config)
-        self._cache: dict[str, torch.Tensor] = {}
         if freeze:
-            self.model.requires_grad_(False)
-            self.model.eval()
-
-    def train(self, mode: bool = True) -> "HFTextEncoder":
-        super().train(mode)
-        if self.freeze:
-            self.model.eval()  # no dropout in a frozen encoder
-        return self
+            self.freeze_model()
 
     def tokenize(self, texts: list[str]) -> dict[str, Any]:
         """Strings → {"input_ids", "attention_mask" [B, L], "texts"} (L ≤ max_tokens)."""
@@ -100,23 +134,8 @@ class HFTextEncoder(nn.Module):
                          output_hidden_states=True)
         return torch.cat([out.hidden_states[i] for i in layers], dim=-1)
 
-    def pool(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def pool(self, states: torch.Tensor, attention_mask: torch.Tensor, input_ids: Any = None) -> torch.Tensor:
         if self.pooling == "cls":
             return states[:, 0]  # [B, H]
         mask = attention_mask.unsqueeze(-1).to(states.dtype)  # [B, L, 1]
         return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
-
-    def forward(self, batch: dict[str, Any]) -> torch.Tensor:
-        if not self.freeze:
-            return self.pool(self.token_states(batch), batch["attention_mask"])
-        texts = batch["texts"]
-        missing = [i for i, t in enumerate(texts) if t not in self._cache]
-        if missing:
-            sub = {k: batch[k][missing] for k in ("input_ids", "attention_mask")}
-            width = int(sub["attention_mask"].sum(1).max())
-            sub = {k: v[:, :width] for k, v in sub.items()}  # drop padding columns of the sub-batch
-            with torch.no_grad():
-                pooled = self.pool(self.token_states(sub), sub["attention_mask"]).float()
-            for i, vec in zip(missing, pooled):
-                self._cache[texts[i]] = vec
-        return torch.stack([self._cache[t] for t in texts]).to(batch["input_ids"].device)

@@ -1,4 +1,4 @@
-"""Feature experts (appearance, motion, audio, words) and their extraction driver.
+"""Feature experts (appearance, motion, audio, words, clip) and their extraction driver.
 
 Experts register by name; `get_expert(name, **options)` builds one. Modules load
 lazily, so using the motion expert never imports timm. Built-in experts:
@@ -9,6 +9,7 @@ lazily, so using the motion expert never imports timm. Built-in experts:
 | `motion`     | frames | 80   | 1/rate (1 s)    | Farneback optical-flow statistics               |
 | `audio`      | audio  | 128  | 1/rate (1 s)    | log-mel (64 bands) mean and std per step        |
 | `words`      | speech | 50   | irregular (0)   | GloVe 6B 50-d vector per narration word         |
+| `clip`       | frames | 512  | 1/rate (1 s)    | CLIP image embedding (open_clip; ViT-B-32: 512) |
 
 `extract_features(source, experts, out_dir)` runs them over a manifest, a dataset or
 any folder of videos into a `FeatureStore`; it is resumable and skips broken files.
@@ -33,6 +34,7 @@ _REGISTRY: dict[str, str | Callable[..., Expert]] = {
     "motion": "videotext.data.experts.motion:MotionExpert",
     "audio": "videotext.data.experts.audio:LogMelExpert",
     "words": "videotext.data.experts.words:GloveWordsExpert",
+    "clip": "videotext.data.experts.clip:CLIPExpert",
 }
 
 

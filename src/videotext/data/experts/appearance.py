@@ -99,7 +99,35 @@ def center_crop_frames(frames: np.ndarray, size: int) -> np.ndarray:
     return np.ascontiguousarray(frames[:, top : top + size, left : left + size])  # [N, S, S, 3]
 
 
-class AppearanceExpert(FrameExpert):
+class CentreFrameNetworkExpert(FrameExpert):
+    """A network over the centre frame of each step, centre-cropped to `frame_size` squares:
+    crops are made in the decoding workers, the network (`embed`, built lazily as `_model`)
+    runs in the main process over several videos at once."""
+
+    _model: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:  # workers never need the network
+        return {**self.__dict__, "_model": None}
+
+    def frame_times(self, starts: np.ndarray) -> np.ndarray:
+        return starts + 0.5 * self.step  # the centre of each step [T]
+
+    def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        return center_crop_frames(frames, self.frame_size)  # uint8 [T, S, S, 3]
+
+    def finish_batch(self, prepared: list[np.ndarray]) -> list[np.ndarray]:
+        sizes = [len(p) for p in prepared]
+        if not sum(sizes):
+            return [np.zeros((0, self.dim), np.float32) for _ in prepared]
+        features = self.embed(np.concatenate([p for p in prepared if len(p)]))  # [sum T, D]
+        return np.split(features, np.cumsum(sizes)[:-1])
+
+    def embed(self, crops: np.ndarray) -> np.ndarray:
+        """Features [N, D] of uint8 RGB crops [N, S, S, 3]."""
+        raise NotImplementedError
+
+
+class AppearanceExpert(CentreFrameNetworkExpert):
     """EfficientNet-Lite0 pooled features of the centre frame of each step."""
 
     name = "appearance"
@@ -133,22 +161,6 @@ class AppearanceExpert(FrameExpert):
             network = build_efficientnet_lite0(self.weights, pretrained=self.pretrained).to(self.device)
             self._model = network.to(memory_format=torch.channels_last)
         return self._model
-
-    def __getstate__(self) -> dict[str, Any]:  # workers never need the network
-        return {**self.__dict__, "_model": None}
-
-    def frame_times(self, starts: np.ndarray) -> np.ndarray:
-        return starts + 0.5 * self.step  # the centre of each step [T]
-
-    def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        return center_crop_frames(frames, self.input_size)  # uint8 [T, S, S, 3]
-
-    def finish_batch(self, prepared: list[np.ndarray]) -> list[np.ndarray]:
-        sizes = [len(p) for p in prepared]
-        if not sum(sizes):
-            return [np.zeros((0, self.dim), np.float32) for _ in prepared]
-        features = self.embed(np.concatenate([p for p in prepared if len(p)]))  # [sum T, D]
-        return np.split(features, np.cumsum(sizes)[:-1])
 
     def embed(self, crops: np.ndarray) -> np.ndarray:
         """Pooled features [N, 1280] of uint8 RGB crops [N, S, S, 3]."""

@@ -45,6 +45,7 @@ class Expert(ABC):
     version: ClassVar[str] = "1"  # bump when the features change for the same settings
     dim: int = 0
     rate: float | None = None  # steps per second; None for irregular experts
+    store_float32: ClassVar[bool] = False  # stored as float32 even when the store's default is float16
 
     @property
     def step(self) -> float:

@@ -40,7 +40,7 @@ from videotext.data.experts.base import AudioExpert, Expert, ExpertOutput, Frame
 from videotext.data.features import FeatureStore, FeatureWriter
 from videotext.data.schema import Segment, VideoTextDataset
 from videotext.data.video import find_videos, probe, read_audio, read_frames
-from videotext.errors import DataFormatError, VideoDecodeError
+from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 from videotext.io import FailureLog
 
 _NEEDS_MEDIA = ("frames", "audio")
@@ -283,6 +283,9 @@ def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size
         cls = expert_class(name)
         accepted = inspect.signature(cls).parameters
         kwargs = dict((options or {}).get(name, {}))
+        unknown = sorted(set(kwargs) - set(accepted))
+        if unknown:
+            raise VideoTextError(f"expert {name!r}: unknown option(s) {unknown}; it takes {sorted(accepted)}")
         for key, value in (("rate", rate), ("batch_size", batch_size), ("device", device)):
             if value is not None and key in accepted:
                 kwargs.setdefault(key, value)
@@ -343,7 +346,8 @@ def extract_features(
     log = failures if isinstance(failures, FailureLog) else FailureLog(failures or Path(out_dir) / "failures.jsonl")
 
     def open_writers(fresh: bool) -> dict[str, FeatureWriter]:
-        return {name: store.writer(name, e.dim, e.config(), dtype=dtype, flush_every=flush_every, overwrite=fresh)
+        return {name: store.writer(name, e.dim, e.config(), dtype="float32" if e.store_float32 else dtype,
+                                   flush_every=flush_every, overwrite=fresh)
                 for name, e in built.items()}
 
     writers = open_writers(overwrite) if main else {}

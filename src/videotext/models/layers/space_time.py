@@ -153,7 +153,7 @@ class SpaceTimeTransformer(nn.Module):
 
     def __init__(self, img_size: int = 224, patch_size: int = 16, dim: int = 768, depth: int = 12,
                  heads: int = 12, mlp_ratio: float = 4.0, max_frames: int = 4, residual: str = "frozen",
-                 cls_mode: str = "shared", fused: bool = True, time_init: str = "zeros"):
+                 cls_mode: str = "shared", fused: bool = True, time_init: str = "zeros", pre_norm: bool = False):
         super().__init__()
         if cls_mode not in CLS_MODES:
             raise ValueError(f"cls_attention must be one of {CLS_MODES}, got {cls_mode!r}")
@@ -169,6 +169,8 @@ class SpaceTimeTransformer(nn.Module):
             SpaceTimeBlock(dim, heads, mlp_ratio, residual, fused) for _ in range(depth)
         )
         self.norm = nn.LayerNorm(dim, eps=LN_EPS)
+        # a LayerNorm before the blocks: CLIP's ViTs have one (ln_pre, timm's norm_pre), ImageNet ViTs not
+        self.norm_pre = nn.LayerNorm(dim, eps=LN_EPS) if pre_norm else nn.Identity()
         self._init_weights(time_init)
 
     def _init_weights(self, time_init: str) -> None:
@@ -207,7 +209,7 @@ class SpaceTimeTransformer(nn.Module):
 
     def forward_tokens(self, frames: torch.Tensor) -> torch.Tensor:
         """All tokens after the final LayerNorm, [B, L, D]."""
-        x = self.embed(frames)
+        x = self.norm_pre(self.embed(frames))
         for block in self.blocks:
             x = block(x, frames.shape[1], self.cls_mode)
         return self.norm(x)

@@ -1,0 +1,224 @@
+"""open_clip models by name: the one place that builds CLIP-family towers (`open-clip-torch`).
+
+A model is named by an open_clip architecture and a weights source:
+
+- architecture: a built-in name (`ViT-B-32`, `ViT-L-14`, …), a model-config JSON file
+  (registered under its file stem, e.g. a tiny test config), or an open_clip schema
+  (`hf-hub:org/repo`, `local-dir:/path`);
+- weights (`pretrained`): an open_clip tag (`openai`, `laion2b_s34b_b79k`; downloaded into
+  the hub cache on first use), a local checkpoint file, an HF transformers `CLIPModel` folder
+  (its weights mapped to open_clip names, `hf_clip_state`), or "" for random weights. Random
+  weights are drawn from a fixed seed, so the text tower of a run and the image tower of
+  its `clip` expert are the same network in every process.
+
+Text encoders take the spec string `openclip:ARCH@PRETRAINED` (`PRETRAINED` optional).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from videotext.errors import VideoTextError
+
+SPEC_PREFIX = "openclip:"
+RANDOM_SEED = 0  # seed of random-weight models ("" pretrained), see module doc
+
+
+def is_spec(text_model: str) -> bool:
+    """True for a `text_model` naming an open_clip text tower (`openclip:ARCH[@PRETRAINED]`)."""
+    return str(text_model).startswith(SPEC_PREFIX)
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """`openclip:ViT-B-32@openai` → ("ViT-B-32", "openai"); no `@` means random weights."""
+    if not is_spec(spec):
+        raise VideoTextError(f"text model {spec!r}: expected openclip:ARCH[@PRETRAINED]")
+    arch, _, pretrained = spec[len(SPEC_PREFIX):].partition("@")
+    if not arch:
+        raise VideoTextError(f"text model {spec!r}: no architecture after 'openclip:' (e.g. openclip:ViT-B-32@openai)")
+    return arch, pretrained
+
+
+def _open_clip():
+    try:
+        import open_clip
+    except ImportError:  # pragma: no cover - a dependency of the package
+        raise VideoTextError("CLIP models need the package open-clip-torch (pip install open-clip-torch)") from None
+    return open_clip
+
+
+def architecture(name: str) -> str:
+    """The open_clip name of `name`; a `.json` model config file is registered under its stem."""
+    open_clip = _open_clip()
+    if name.endswith(".json"):
+        path = Path(name)
+        if not path.is_file():
+            raise VideoTextError(f"{name}: open_clip model config not found")
+        open_clip.add_model_config(path)
+        return path.stem
+    if ":" not in name and open_clip.get_model_config(name) is None:
+        raise VideoTextError(f"open_clip model {name!r}: unknown architecture; a config .json file, "
+                             f"hf-hub:ORG/REPO, local-dir:PATH or one of {', '.join(open_clip.list_models()[:8])}, …")
+    return name
+
+
+def canonical(value: str) -> str:
+    """A model name or weights source as recorded in configs and stores: local paths made absolute."""
+    value = str(value or "")
+    return str(Path(value).resolve()) if value and Path(value).exists() else value
+
+
+def load_clip(name: str, pretrained: str = "") -> torch.nn.Module:
+    """The open_clip model `name` with weights `pretrained` (see module doc), in eval mode."""
+    pretrained = str(pretrained or "")
+    open_clip = _open_clip()
+    arch = architecture(name)
+    if pretrained and ":" not in arch and not Path(pretrained).exists() \
+            and pretrained not in open_clip.list_pretrained_tags_by_model(arch):
+        raise VideoTextError(f"open_clip {arch}: pretrained {pretrained!r} is neither a checkpoint file, an HF CLIPModel folder nor one of "
+                             f"its tags {open_clip.list_pretrained_tags_by_model(arch)}")
+    hf_folder = pretrained if pretrained and Path(pretrained).is_dir() else ""
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(RANDOM_SEED)
+            model = open_clip.create_model(arch, pretrained=None if hf_folder else (pretrained or None),
+                                           pretrained_text=False, force_quick_gelu=_hf_quick_gelu(hf_folder))
+    except RuntimeError as exc:  # open_clip reports download / checkpoint problems as RuntimeError
+        raise VideoTextError(f"open_clip {arch}@{pretrained or 'random'}: cannot load ({exc})") from None
+    if hf_folder:
+        state = hf_clip_state(hf_folder)
+        result = model.load_state_dict(state, strict=False)
+        missing = [k for k in result.missing_keys if k != "attn_mask"]
+        if missing or result.unexpected_keys or _shape_errors(model, state):
+            raise VideoTextError(f"{hf_folder}: this HF CLIPModel does not fit open_clip {arch} (missing "
+                                 f"{missing[:3]}, unexpected {result.unexpected_keys[:3]}); pick the matching ARCH")
+    return model.eval()
+
+
+def tokenizer(name: str) -> Any:
+    """open_clip's tokenizer of `name` (its BPE vocabulary ships in the wheel)."""
+    return _open_clip().get_tokenizer(architecture(name))
+
+
+def image_preprocess(name: str, pretrained: str = "") -> dict[str, Any]:
+    """{"size", "mean", "std"} of the image tower (what open_clip's own transform uses), from the
+    model config and the tag's pretrained config, without building the model where it can."""
+    open_clip = _open_clip()
+    arch = architecture(name)
+    config = open_clip.get_model_config(arch) if ":" not in arch else None
+    if config is None:  # hf-hub: / local-dir: schemas: the built model knows
+        cfg = getattr(load_clip(name, pretrained).visual, "preprocess_cfg", {}) or {}
+    else:
+        tag = open_clip.get_pretrained_cfg(arch, pretrained) if pretrained else {}
+        cfg = {"size": config["vision_cfg"].get("image_size", 224), **config.get("preprocess_cfg", {}),
+               **{k: v for k, v in (tag or {}).items() if k in ("mean", "std")}}
+    size = cfg.get("size", 224)
+    size = size[0] if isinstance(size, (tuple, list)) else size
+    return {"size": int(size), "mean": tuple(float(v) for v in cfg.get("mean", open_clip.OPENAI_DATASET_MEAN)),
+            "std": tuple(float(v) for v in cfg.get("std", open_clip.OPENAI_DATASET_STD))}
+
+
+def text_tower(model: torch.nn.Module) -> torch.nn.Module:
+    """The module holding the text transformer (`model.text` of CustomTextCLIP, else the model)."""
+    tower = getattr(model, "text", model)
+    if not hasattr(tower, "token_embedding"):
+        raise VideoTextError(f"{type(model).__name__}: only open_clip's own text transformer is supported "
+                             "(this model's text tower is an HF model)")
+    return tower
+
+
+def vit_timm_state(visual: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """An open_clip image tower (VisionTransformer) as a timm ViT state dict.
+
+    conv1 → patch_embed.proj (bias zero: CLIP's has none), class_embedding → cls_token,
+    positional_embedding → pos_embed, resblocks.i.{ln_1, attn.in_proj, attn.out_proj, ln_2,
+    mlp.c_fc, mlp.c_proj} → blocks.i.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2},
+    ln_post → norm. CLIP's `ln_pre` becomes timm's `norm_pre` and `proj` is dropped.
+    """
+    if not hasattr(visual, "conv1") or not hasattr(visual, "class_embedding"):
+        raise VideoTextError(f"{type(visual).__name__}: not an open_clip ViT image tower (a timm or CNN tower?)")
+    state = visual.state_dict()
+    width = state["class_embedding"].shape[-1]
+    out = {
+        "patch_embed.proj.weight": state["conv1.weight"],
+        "patch_embed.proj.bias": torch.zeros(width),
+        "cls_token": state["class_embedding"].reshape(1, 1, width),
+        "pos_embed": state["positional_embedding"].unsqueeze(0),
+        "norm_pre.weight": state["ln_pre.weight"], "norm_pre.bias": state["ln_pre.bias"],
+        "norm.weight": state["ln_post.weight"], "norm.bias": state["ln_post.bias"],
+    }
+    names = {"ln_1": "norm1", "attn.in_proj_weight": "attn.qkv.weight", "attn.in_proj_bias": "attn.qkv.bias",
+             "attn.out_proj": "attn.proj", "ln_2": "norm2", "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2"}
+    for key, value in state.items():
+        if not key.startswith("transformer.resblocks."):
+            continue
+        index, rest = key[len("transformer.resblocks."):].split(".", 1)
+        for old, new in names.items():
+            if rest.startswith(old):
+                out[f"blocks.{index}.{new}{rest[len(old):]}"] = value
+                break
+    return out
+
+
+def _hf_config(folder: str) -> dict[str, Any]:
+    import json
+
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    if config.get("model_type") != "clip":
+        raise VideoTextError(f"{folder}: not an HF CLIPModel folder (config.json with model_type 'clip')")
+    return config
+
+
+def _hf_quick_gelu(folder: str) -> bool:
+    """OpenAI's CLIP uses QuickGELU; HF configs say so in hidden_act."""
+    return bool(folder) and _hf_config(folder).get("text_config", {}).get("hidden_act") == "quick_gelu"
+
+
+def _shape_errors(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    own = model.state_dict()
+    return [k for k, v in state.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+
+
+def hf_clip_state(folder: str) -> dict[str, torch.Tensor]:
+    """The weights of an HF `CLIPModel` folder (transformers' save_pretrained) in open_clip names.
+
+    text_model.embeddings.{token,position}_embedding → token_embedding / positional_embedding,
+    *.encoder.layers.i.self_attn.{q,k,v}_proj → *.resblocks.i.attn.in_proj (concatenated),
+    out_proj, layer_norm{1,2} → ln_{1,2}, mlp.fc{1,2} → mlp.c_fc / c_proj, final_layer_norm →
+    ln_final, vision pre_layrnorm / post_layernorm → visual.ln_pre / ln_post, patch_embedding
+    → visual.conv1, text / visual projections transposed, logit_scale as is.
+    """
+    from transformers import CLIPModel
+
+    _hf_config(folder)
+    try:
+        hf = CLIPModel.from_pretrained(folder).state_dict()
+    except (OSError, ValueError) as exc:
+        raise VideoTextError(f"{folder}: cannot load the HF CLIPModel ({exc})") from None
+    out: dict[str, torch.Tensor] = {"logit_scale": hf["logit_scale"],
+                                    "text_projection": hf["text_projection.weight"].T.contiguous(),
+                                    "visual.proj": hf["visual_projection.weight"].T.contiguous()}
+    tops = {"text_model.embeddings.token_embedding.weight": "token_embedding.weight",
+            "text_model.embeddings.position_embedding.weight": "positional_embedding",
+            "text_model.final_layer_norm.weight": "ln_final.weight", "text_model.final_layer_norm.bias": "ln_final.bias",
+            "vision_model.embeddings.class_embedding": "visual.class_embedding",
+            "vision_model.embeddings.patch_embedding.weight": "visual.conv1.weight",
+            "vision_model.embeddings.position_embedding.weight": "visual.positional_embedding",
+            "vision_model.pre_layrnorm.weight": "visual.ln_pre.weight", "vision_model.pre_layrnorm.bias": "visual.ln_pre.bias",
+            "vision_model.post_layernorm.weight": "visual.ln_post.weight",
+            "vision_model.post_layernorm.bias": "visual.ln_post.bias"}
+    out.update({ours: hf[theirs] for theirs, ours in tops.items()})
+    parts = {"self_attn.out_proj": "attn.out_proj", "layer_norm1": "ln_1", "layer_norm2": "ln_2",
+             "mlp.fc1": "mlp.c_fc", "mlp.fc2": "mlp.c_proj"}
+    for tower, prefix in (("text_model", ""), ("vision_model", "visual.")):
+        layers = {int(k.split(".")[3]) for k in hf if k.startswith(f"{tower}.encoder.layers.")}
+        for i in sorted(layers):
+            src, dst = f"{tower}.encoder.layers.{i}.", f"{prefix}transformer.resblocks.{i}."
+            for kind in ("weight", "bias"):
+                out[f"{dst}attn.in_proj_{kind}"] = torch.cat([hf[f"{src}self_attn.{p}_proj.{kind}"] for p in "qkv"])
+                for theirs, ours in parts.items():
+                    out[f"{dst}{ours}.{kind}"] = hf[f"{src}{theirs}.{kind}"]
+    return out
