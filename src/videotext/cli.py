@@ -427,7 +427,7 @@ class ConvertCommand(TyperCommand):
 @app.command("convert", cls=ConvertCommand)
 @user_errors
 def convert_command(
-    method: str = typer.Argument(..., help="Method of the official checkpoint: frozen, mmt, coot."),
+    method: str = typer.Argument(..., help="Method of the official checkpoint (frozen, mmt, coot), or openclip with an architecture name."),
     checkpoint: Path = typer.Argument(..., help="The official checkpoint file."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Converter option key=value (repeatable); "

@@ -15,7 +15,9 @@ from videotext.cli import app
 from videotext.convert import available, convert, converter
 from videotext.errors import VideoTextError
 
-MISSPELT = {"coot": ("num_head", "num_heads"), "frozen": ("head", "heads"), "mmt": ("keep_missing", "keep_missing_modalities")}
+MISSPELT = {"coot": ("num_head", "num_heads"), "frozen": ("head", "heads"), "mmt": ("keep_missing", "keep_missing_modalities"),
+            "openclip": ("max_frame", "max_frames")}
+PAGES = {"openclip": "clip4clip"}  # the zero-shot CLIP converter is documented on the CLIP4Clip page
 
 
 def test_every_converter_is_covered():
@@ -84,7 +86,7 @@ def test_docs_pages_list_every_option():
 
     docs = Path(__file__).resolve().parents[2] / "docs" / "methods"
     for method in available():
-        page = (docs / f"{method}.md").read_text(encoding="utf-8")
+        page = (docs / f"{PAGES.get(method, method)}.md").read_text(encoding="utf-8")
         for name in converter(method).OPTIONS.options:
             assert f"| `{name}` |" in page, (method, name)
 

@@ -18,13 +18,34 @@ CONFIG` scores any other.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from videotext.config import DataConfig, RunConfig, save_config, to_plain
+from videotext.convert._options import Option, Options
+
+OPTIONS = Options(
+    "openclip",
+    Option("pretrained", "", "random weights (plumbing only): no CLIP weights ship with videotext",
+           "an open_clip tag (e.g. openai, laion2b_s34b_b79k), a local checkpoint file or an HF CLIPModel folder"),
+    Option("max_frames", 12, "CLIP4Clip §4.1: 12 frames per video (MSR-VTT, MSVD)",
+           "frames per video: the clip expert's steps (one per second) kept, spread over the video"),
+    Option("max_text_tokens", 32, "CLIP4Clip §4.1: 32 caption tokens", "caption length for the text tower"),
+    Option("manifest", "", "none: `videotext eval RUN --data CONFIG` names the data instead",
+           "the dataset manifest `videotext eval RUN` scores"),
+    Option("features", "", "none: the manifest's own feature store", "a feature store with the clip expert"),
+)
 
 
-def convert(checkpoint: Path, out_dir: Path, pretrained: str = "", max_frames: int = 12, max_text_tokens: int = 32,
-            manifest: str = "", features: str = "") -> Path:
+def recognises(data: Any) -> bool:
+    """open_clip runs start from an architecture name, not from a checkpoint of another method's layout."""
+    return False
+
+
+def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     """Write `out_dir/config.yaml` + `out_dir/checkpoints/best` (CLIP's text tower and logit scale)."""
+    opts = OPTIONS.resolve(options)
+    pretrained, max_frames, max_text_tokens = opts["pretrained"], opts["max_frames"], opts["max_text_tokens"]
+    manifest, features = opts["manifest"], opts["features"]
     from videotext import openclip
     from videotext.models.base import build_method
     from videotext.models.clip4clip import CLIP4ClipConfig
@@ -48,5 +69,7 @@ def convert(checkpoint: Path, out_dir: Path, pretrained: str = "", max_frames: i
     save_checkpoint(out_dir / "checkpoints" / "best", method, {
         "method": "clip4clip", "model": config.model, "expert_dims": dims, "converted_from": source,
         "selected_by": "none (zero-shot, no training)",
+        "conversion": opts.meta({"clip_model": model_cfg.clip_model, "pretrained": model_cfg.pretrained or "random",
+                                 "embed_dim": dims[model_cfg.expert], "sim_header": "meanP"}),
     })
     return out_dir
