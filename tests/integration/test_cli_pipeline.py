@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.conftest import tiny_config_overrides
 from videotext.cli import app
 
-CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml")
+CONFIG = "dual/synthetic"  # a packaged config, by name
 runner = CliRunner()
 
 
