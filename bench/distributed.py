@@ -3,7 +3,7 @@
     python bench/distributed.py [--manifest /tmp/vt/synth/manifest.json] [--steps 6] [--batch 32]
                                 [--procs 1 2] [--out bench/results/distributed.json]
 
-Trains `dual` (configs/dual/synthetic.yaml, text encoder fine-tuned so every step does
+Trains `dual` (packaged config dual/synthetic, text encoder fine-tuned so every step does
 real work) for `--steps` optimizer steps of the same global batch at each world size,
 launched as `torchrun --standalone --nproc-per-node N bench/distributed.py --worker …`,
 and times the steps after the first (model loading, the first step's allocations and
@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def worker(args: argparse.Namespace) -> None:
     """One rank: train for args.steps steps, rank 0 writes the timing JSON."""
-    from videotext.config import load_config
+    from videotext.config import PACKAGED, load_config
     from videotext.train.trainer import Trainer
 
     features = args.features or str(Path(args.manifest).parent / "features")
-    config = load_config(ROOT / "configs" / "dual" / "synthetic.yaml", [
+    config = load_config(PACKAGED / "dual" / "synthetic.yaml", [
         f"data.manifest={args.manifest}", f"data.features={features}", "model.freeze_text=false",
         f"train.batch_size={args.batch}", "train.epochs=1", "train.device=cpu", f"train.threads={args.threads}",
         "schedule.warmup_steps=0", f"train.global_negatives={args.global_negatives}"])

@@ -32,6 +32,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from videotext import __version__
+
+        typer.echo(f"videotext {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Learn joint video-text embeddings and search videos with text."""
+
+
 def user_errors(command: Callable) -> Callable:
     """Turn errors a user can cause into one clear line and exit status 2 (no traceback)."""
 
@@ -148,7 +164,7 @@ app.add_typer(index_app, name="index")
 @app.command()
 @user_errors
 def train(
-    config: Path = typer.Argument(..., help="A run config YAML (see configs/)."),
+    config: str = typer.Argument(..., help="A run config YAML, or a packaged config by name, e.g. mmt/msrvtt_1ka (`videotext configs`)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a config key: a.b=value (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in out_dir from its last checkpoint."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: out_dir of the config)."),
@@ -196,6 +212,17 @@ def train(
     typer.echo(f"mean ± std over {len(results)} seeds: {run_dir / 'seeds_summary.json'}")
 
 
+@app.command("configs")
+def configs_command() -> None:
+    """List the packaged configs (`videotext train NAME`), each with its one-line description."""
+    from videotext.config import packaged_configs
+
+    configs = packaged_configs()
+    width = max(map(len, configs), default=0)
+    for name, description in configs.items():
+        typer.echo(f"{name:<{width}}  {description}")
+
+
 def _metrics_text(result: dict) -> str:
     directions = [k for k, v in result.items() if isinstance(v, dict) and "R1" in v]
     if not directions:
@@ -216,7 +243,7 @@ def eval_command(
     split: str = typer.Option("test", help="Split to evaluate."),
     checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
     report: bool = typer.Option(True, help="Write run_dir/report/index.html for this split."),
-    data_config: Optional[Path] = typer.Option(None, "--data", help="Zero-shot: evaluate on this config's data section (another dataset)."),
+    data_config: Optional[str] = typer.Option(None, "--data", help="Zero-shot: evaluate on this config's data section (another dataset; a file or a packaged name)."),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.inference import load_model
@@ -228,7 +255,7 @@ def eval_command(
         from videotext.train.init_from import zero_shot_config
 
         model.config, report = zero_shot_config(model, data_config, checkpoint), False
-        checkpoint = f"{checkpoint}_on_{data_config.stem}"
+        checkpoint = f"{checkpoint}_on_{Path(data_config).stem}"
     data = RunData(model.config)
     if split not in data.dataset.splits:
         raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")

@@ -4,6 +4,10 @@ A run config names a method (`method: dual`) and holds that method's own config
 dataclass under `model:`; everything else (data, optimiser, schedule, training loop)
 is shared by every method. Unknown keys are errors that name the key and the file, so a
 typo never silently falls back to a default.
+
+The paper presets ship inside the package (`videotext/configs/<method>/<dataset>.yaml`)
+and are addressed by name, `mmt/msrvtt_1ka`, as open_clip and HF address theirs; a file
+path given by the user always wins over a packaged name.
 """
 from __future__ import annotations
 
@@ -21,6 +25,36 @@ from videotext.errors import VideoTextError
 
 class ConfigError(VideoTextError, ValueError):
     """A config file, key or value is wrong."""
+
+
+PACKAGED = Path(__file__).resolve().parent / "configs"  # the presets shipped in the wheel
+
+
+def packaged_configs() -> dict[str, str]:
+    """Packaged config name (`method/dataset`) -> its one-line description (the file's
+    first comment line), sorted by name."""
+    out = {}
+    for path in sorted(PACKAGED.glob("*/*.yaml")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        comment = next((line.strip() for line in lines if line.strip().startswith("#")), "#")
+        out[path.relative_to(PACKAGED).with_suffix("").as_posix()] = comment.lstrip("#").strip()
+    return out
+
+
+def find_config(name_or_path: str | Path) -> Path:
+    """The config file meant by `name_or_path`: an existing file as given, else the packaged
+    config of that name (`mmt/msrvtt_1ka`, with or without `.yaml`; a leading `configs/`,
+    the repository folder they lived in before, is accepted too)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    name = path.as_posix()
+    name = name[len("configs/"):] if name.startswith("configs/") else name
+    packaged = PACKAGED / (name if name.endswith(".yaml") else name + ".yaml")
+    if not path.is_absolute() and packaged.resolve().is_relative_to(PACKAGED) and packaged.is_file():
+        return packaged
+    raise ConfigError(f"{name_or_path}: config file not found, and no packaged config has that name "
+                      "(`videotext configs` lists them)")
 
 
 @dataclass
@@ -252,15 +286,17 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None) -> RunConfig:
-    """Read a YAML run config, apply overrides, validate.
+    """Read a YAML run config (a file, or a packaged config by name: `find_config`), apply
+    overrides, validate.
 
-    Relative data paths written in the file resolve against the file's folder; relative
-    paths given in `--set` overrides resolve against the current directory, as a user
+    Relative data paths written in the file resolve against the file's folder, except in
+    packaged configs, whose folder is inside the installed package: theirs, like relative
+    paths given in `--set` overrides, resolve against the current directory, as a user
     typing them expects.
     """
     data: dict[str, Any] = dict(base or {})
     if path is not None:
-        data = deep_merge(data, read_config_file(Path(path)))
+        data = deep_merge(data, read_config_file(find_config(path)))
     data = _resolve_paths(apply_overrides(data, list(overrides or [])), Path.cwd())
     return from_dict(RunConfig, data, str(path) if path else "config")
 
@@ -281,7 +317,7 @@ def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any
     if here in _chain:
         raise ConfigError(f"{path}: `base` chain loops back to itself")
     parent = loaded.pop("base", None)
-    data = _resolve_paths(loaded, here.parent)
+    data = _resolve_paths(loaded, Path.cwd() if here.is_relative_to(PACKAGED) else here.parent)
     if parent is None:
         return data
     if not isinstance(parent, str) or not parent:

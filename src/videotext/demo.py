@@ -14,20 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from videotext.config import load_config
+from videotext.config import PACKAGED, load_config
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
-
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
-
-def _config_path(name: str) -> Path:
-    """Packaged configs live in the repository's `configs/` folder."""
-    path = CONFIGS / name
-    if not path.is_file():
-        raise VideoTextError(f"{path}: demo config not found")
-    return path
-
 
 # the demo's test split must hold >= 500 videos (a chance R@1 of <= 0.2 %); 2 000 videos
 # split 64 / 10 / 26 give about 1 280 / 200 / 520
@@ -70,11 +59,11 @@ def run_demo(data: str = "synthetic", out: str | Path = "runs/demo", videos: int
     if data == "synthetic":
         data_dir = Path(data_root) / f"synthetic-{videos}-seed{seed}"
         manifest = prepare_synthetic(data_dir, videos, seed, progress)
-        config_file = _config_path("dual/synthetic.yaml")
+        config_file = PACKAGED / "dual" / "synthetic.yaml"
     elif data == "tuxpaint":
         data_dir = Path(data_root) / "tuxpaint"
         manifest = prepare_tuxpaint(data_dir, seed)
-        config_file = _config_path("dual/tuxpaint.yaml")
+        config_file = PACKAGED / "dual" / "tuxpaint.yaml"
     else:
         raise VideoTextError(f"--data: expected synthetic or tuxpaint, got {data!r}")
     timings["data"] = time.time() - start

@@ -15,6 +15,7 @@ of `query_vectors` · `index_vectors`, and the method's own `rerank` (ToCo) or
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -175,7 +176,7 @@ class LoadedModel:
                 return Index.load(out) if out is not None else None
         else:
             embedding = encode_videos(self.method, dataset, reader, device=self.device)
-        entries = [Entry(id=v.id, path=str(dataset.media_path(v)) if v.path else None,
+        entries = [Entry(id=v.id, path=os.path.abspath(dataset.media_path(v)) if v.path else None,
                          start=v.meta.get("start", 0.0), end=v.meta.get("end", v.duration),
                          video_id=v.meta.get("video_id", v.id), meta={"captions": v.captions[:1]}) for v in dataset]
         if index is None:
@@ -183,6 +184,8 @@ class LoadedModel:
                                                 if isinstance(embedding, dict) else embedding[:1]).shape[1])
             index = Index(dim=dim, model=self.config.method)
             index.meta["run_dir"] = str(self.run_dir.resolve())
+        if dataset.root is not None:  # the indexed folder: the HTTP API shows paths relative to it
+            index.meta["root"] = os.path.abspath(dataset.root)
         self.add_to_index(index, embedding, entries)
         if out is not None:
             index.save(out)

@@ -18,7 +18,7 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+CONFIG = "dual/synthetic"  # a packaged config, by name
 K = 8
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.conftest import tiny_config_overrides
 from videotext.cli import app
 
-CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml")
+CONFIG = "dual/synthetic"  # a packaged config, by name
 runner = CliRunner()
 
 
@@ -56,13 +56,26 @@ def test_index_build_and_search_cli_and_python_agree(trained_run, tiny_synth, tm
     hits = json.loads(result.output)
     assert [h["rank"] for h in hits] == [1, 2, 3]
     assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
-    assert all(Path(h["path"]).is_file() for h in hits)
+    assert all(Path(h["path"]).is_absolute() and Path(h["path"]).is_file() for h in hits)  # the user's own machine
 
     import videotext
 
     python_hits = videotext.load_model(trained_run).search(query, index_dir, k=3)
     assert [h.id for h in python_hits] == [h["id"] for h in hits]
     assert [h.score for h in python_hits] == pytest.approx([h["score"] for h in hits], abs=1e-5)
+    assert [h.path for h in python_hits] == [h["path"] for h in hits]
+
+    from fastapi.testclient import TestClient
+
+    from videotext.search.service import create_app
+
+    response = TestClient(create_app(index_dir)).get("/search", params={"q": query, "k": 3})
+    served = response.json()["results"]
+    assert [r["id"] for r in served] == [h["id"] for h in hits]
+    # the HTTP API: paths relative to the indexed folder (the manifest's), never the server's own
+    assert [r["path"] for r in served] == [Path(h["path"]).relative_to(tiny_synth).as_posix() for h in hits]
+    assert all(r["path"].startswith("videos/") for r in served)
+    assert str(tiny_synth) not in response.text and str(trained_run) not in response.text
 
 
 def test_index_a_plain_folder_extracts_like_training(trained_run, tiny_synth, tmp_path):

@@ -1,7 +1,9 @@
 """Run config: YAML loading, overrides, and errors that name the key."""
+from pathlib import Path
+
 import pytest
 
-from videotext.config import ConfigError, RunConfig, apply_overrides, load_config
+from videotext.config import PACKAGED, ConfigError, RunConfig, apply_overrides, find_config, load_config, packaged_configs
 
 
 def test_overrides_parse_yaml_scalars_and_nested_keys(tmp_path):
@@ -78,11 +80,50 @@ def test_a_config_can_start_from_a_base_file(tmp_path):
 
 
 def test_shipped_configs_load():
-    from pathlib import Path
-
-    configs = sorted(Path(__file__).resolve().parents[2].glob("configs/*/*.yaml"))
-    assert configs, "no configs shipped"
+    configs = sorted(PACKAGED.glob("*/*.yaml"))
+    assert len(configs) >= 30, "the packaged configs are missing"
     for path in configs:
         config = load_config(path)
         assert config.method
         assert config.train.epochs > 0
+
+
+def test_packaged_configs_by_name_and_a_path_wins(tmp_path, monkeypatch):
+    packaged = PACKAGED / "mmt" / "msrvtt_1ka.yaml"
+    for name in ("mmt/msrvtt_1ka", "mmt/msrvtt_1ka.yaml", "configs/mmt/msrvtt_1ka.yaml"):
+        assert find_config(name) == packaged
+    assert load_config("mmt/msrvtt_1ka").out_dir == "runs/mmt-msrvtt_1ka"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mmt").mkdir()
+    (tmp_path / "mmt" / "msrvtt_1ka.yaml").write_text("method: dual\nout_dir: runs/mine\n")
+    assert find_config("mmt/msrvtt_1ka.yaml") == Path("mmt/msrvtt_1ka.yaml")  # the user's file wins
+    assert load_config("mmt/msrvtt_1ka.yaml").out_dir == "runs/mine"
+    assert find_config("mmt/msrvtt_1ka") == packaged  # no such file: the packaged name
+    for bad in ("mmt/nope", "../config.py", "../../pyproject.toml"):
+        with pytest.raises(ConfigError, match="no packaged config has that name"):
+            find_config(bad)
+
+
+def test_packaged_configs_resolve_data_paths_against_the_current_directory(tmp_path, monkeypatch):
+    """The folder of a packaged config is inside the installed package: `data/msrvtt/...`
+    written there means the user's data folder, as the file's comments say; `base:` still
+    follows the file's own folder (e.g. an ablation row over its preset beside it)."""
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    config = load_config("frozen/msrvtt")
+    assert config.data.manifest == str(tmp_path / "data/msrvtt/manifest_1ka.json")
+    assert config.model["vit_checkpoint"] == str(tmp_path / "weights/vit_base_patch16_224.pth")
+    rows = [(p, yaml.safe_load(p.read_text())) for p in sorted(PACKAGED.glob("*/*.yaml")) if "\nbase: " in p.read_text()]
+    assert rows, "no packaged config starts from a base"
+    for path, raw in rows:
+        row, preset = load_config(path), load_config(path.parent / raw["base"])
+        assert row.out_dir == raw["out_dir"] != preset.out_dir
+        assert row.method == preset.method
+
+
+def test_packaged_config_list_has_one_line_descriptions():
+    listed = packaged_configs()
+    assert set(listed) == {p.relative_to(PACKAGED).with_suffix("").as_posix() for p in PACKAGED.glob("*/*.yaml")}
+    assert listed["dual/synthetic"] == "Baseline dual encoder on the embedded synthetic data (what `make demo` runs)."
+    assert all(description and "\n" not in description for description in listed.values())

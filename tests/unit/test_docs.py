@@ -2,7 +2,8 @@
 
 Every `videotext <subcommand>` written in a code block or inline code span of docs/**.md
 and README.md must name a command of the typer app (groups such as `dataset` and `index`
-must name one of their subcommands too); every `configs/...` path must exist; every
+must name one of their subcommands too); every config named in code (`mmt/msrvtt_1ka`,
+packaged) and every `configs/...` path must resolve as `videotext train` resolves it; every
 relative Markdown link must resolve; the manifest example in docs/datasets/manifest.md
 must load. The checkers are tested on bad input too, so the test can fail.
 """
@@ -25,6 +26,8 @@ FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 INLINE = re.compile(r"`([^`\n]+)`")
 COMMAND = re.compile(r"(?:^|[\s;|&(`$/])videotext[ \t]+([a-z][a-z0-9-]*)(?:[ \t]+([a-z][a-z0-9-]*))?", re.M)
 CONFIG_PATH = re.compile(r"(?<![\w/.~$-])configs/[A-Za-z0-9_][A-Za-z0-9_./-]*")
+# `method/dataset` in code: the name of a packaged config when `method` is one of their folders
+CONFIG_NAME = re.compile(r"(?<![\w/.~$-])([a-z][a-z0-9_]*)/[A-Za-z0-9_]+(?:\.yaml)?(?![\w/-]|\.\w)")
 COMMENT = re.compile(r"(?:^|(?<=\s))#.*$", re.M)
 SET = re.compile(r"--set[ \t]+([A-Za-z_][A-Za-z0-9_.]*)=")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -57,10 +60,19 @@ def bad_commands(markdown: str, tree: dict[str, set[str] | None]) -> list[str]:
 
 
 def missing_configs(markdown: str) -> list[str]:
+    """`configs/...` paths (anywhere) and packaged config names (in code) that neither name
+    a file of the repository nor a packaged config (`find_config`, as `videotext train`)."""
+    from videotext.config import PACKAGED, ConfigError, find_config
+
+    methods = {p.name for p in PACKAGED.iterdir() if p.is_dir()}
+    names = [m.group(0) for m in CONFIG_NAME.finditer(code_text(markdown)) if m.group(1) in methods]
     out = []
-    for match in CONFIG_PATH.findall(markdown):
-        path = match.rstrip(".,:;")
-        if not (ROOT / path).exists():
+    for path in [m.rstrip(".,:;") for m in CONFIG_PATH.findall(markdown)] + names:
+        if (ROOT / path).exists():
+            continue
+        try:
+            find_config(path)
+        except ConfigError:
             out.append(path)
     return out
 
@@ -136,15 +148,17 @@ def test_checkers_catch_rot(tree: dict[str, set[str] | None], tmp_path: Path) ->
     assert tree["dataset"] is not None and "convert" in tree["dataset"]
     assert tree["train"] is None
     doc = ("```bash\nvideotext frobnicate x  # a videotext manifest\nvideotext dataset explode y\n"
-           "videotext train configs/nope/missing.yaml\n.venv/bin/videotext eval RUN\n```\n"
+           "videotext train configs/nope/missing.yaml\n.venv/bin/videotext eval RUN\n"
+           "videotext train mmt/nope --set data.manifest=data/mmt/x.json\nvideotext train mmt/msrvtt_1ka\n```\n"
            "Prose about videotext search is not a command, but `videotext serve` is checked.\n"
            "[gone](nowhere.md) [web](https://example.org/x.md) [here](#anchor)\n")
     assert bad_commands(doc, tree) == ["frobnicate", "dataset explode"]
-    assert missing_configs(doc) == ["configs/nope/missing.yaml"]
+    assert missing_configs(doc) == ["configs/nope/missing.yaml", "mmt/nope"]
     sets = ("`--set data.narration.window_words=100 --set train.freeze=[x] --set model.captioning=none`"
             " `--set data.narration.windows=1 --set model.captionning=x --set train.epochs.x=1 --set foo=1`")
     assert unknown_set_keys(sets) == ["data.narration.windows", "model.captionning", "train.epochs.x", "foo"]
-    assert missing_configs("see configs/dual/synthetic.yaml.") == []
+    assert missing_configs("see configs/dual/synthetic.yaml. `toco/synthetic`, `dual/synthetic.yaml`.") == []
+    assert missing_configs("`videotext train dual/synthetics`, `runs/dual/x`, `text/plain`") == ["dual/synthetics"]
     (tmp_path / "there.md").write_text("x")
     assert broken_links(doc + "[ok](there.md#top)", tmp_path / "page.md") == ["nowhere.md"]
 

@@ -11,13 +11,13 @@ from safetensors.torch import load_file
 from torch import nn
 
 from tests.conftest import tiny_config_overrides
-from videotext.config import ConfigError, TrainConfig, load_config
+from videotext.config import PACKAGED, ConfigError, TrainConfig, load_config
 from videotext.errors import VideoTextError
 from videotext.train.checkpoint import save_checkpoint
 from videotext.train.init_from import apply_init, checkpoint_folder, freeze, load_matching, zero_shot_config
 from videotext.train.trainer import Trainer
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+CONFIG = PACKAGED / "dual" / "synthetic.yaml"
 
 
 class Tiny(nn.Module):

@@ -194,10 +194,10 @@ def test_crosstask_reader_names_a_bad_step_index():
 # --- the command on a tiny trained run ------------------------------------------------------
 def test_localize_cli_on_a_tiny_dual_run(tiny_synth, tmp_path):
     from videotext.cli import app
-    from videotext.config import load_config
+    from videotext.config import PACKAGED, load_config
     from videotext.train.trainer import Trainer
 
-    config_path = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+    config_path = PACKAGED / "dual" / "synthetic.yaml"
     config = load_config(config_path, tiny_config_overrides(tiny_synth) + ["train.epochs=1"])
     Trainer(config, tmp_path / "run", progress=False).fit()
     result = CliRunner().invoke(app, ["localize", str(tmp_path / "run"), "--split", "test"])

@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import tiny_config_overrides
-from videotext.config import load_config
+from videotext.config import PACKAGED, load_config
 from videotext.data.mixtures import MixtureBatches
 from videotext.errors import VideoTextError
 from videotext.train.trainer import Trainer
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+CONFIG = PACKAGED / "dual" / "synthetic.yaml"
 
 
 class Source:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import tiny_config_overrides
-from videotext.config import NarrationConfig, load_config
+from videotext.config import PACKAGED, NarrationConfig, load_config
 from videotext.data.narration import (
     NarrationWindows, SpanStore, crop_steps, narration_clips, narration_dataset, parse_span_key,
     remove_stop_words, sample_window, span_key, text_dataset, timed_words,
@@ -17,7 +17,7 @@ from videotext.data.schema import Segment, Video, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.train.trainer import Trainer
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+CONFIG = PACKAGED / "dual" / "synthetic.yaml"
 
 
 def narrated() -> Video:

@@ -54,6 +54,7 @@ def served(videos, tmp_path_factory):
     entries.append(Entry("v0#2", path=str(videos[0]), start=2.0, end=4.0, video_id="v0"))
     entries.append(Entry("gone", path=str(tmp_path_factory.mktemp("x") / "deleted.mp4")))
     index = Index(DIM, model="stand-in")
+    index.meta["root"] = str(videos[0].parents[1])  # the indexed folder: <root>/videos/*.mp4
     index.add(np.eye(DIM, dtype=np.float32)[: len(entries)], entries)
     folder = index.save(tmp_path_factory.mktemp("service") / "idx")
     searcher = NamedSearcher([e.id for e in entries])
@@ -61,7 +62,7 @@ def served(videos, tmp_path_factory):
     return app, TestClient(app), searcher
 
 
-def test_health_and_search_results(served):
+def test_health_and_search_results(served, videos):
     _, client, _ = served
     assert client.get("/health").json() == {"status": "ok", "entries": 5, "model": "stand-in", "dim": 8, "kind": "flat"}
     body = client.get("/search", params={"q": "the clip v0#2 please", "k": 2}).json()
@@ -70,11 +71,32 @@ def test_health_and_search_results(served):
     assert (top["id"], top["video_id"], top["rank"], top["start"], top["end"]) == ("v0#2", "v0", 1, 2.0, 4.0)
     assert top["score"] == pytest.approx(1.0) and second["score"] == pytest.approx(0.0)
     assert top["thumbnail"] == "/thumbnail/v0%232" and top["video"] == "/video/v0%232"
-    assert top["path"].endswith(".mp4")
+    assert top["path"] == "videos/" + videos[0].name  # relative to the indexed folder
     both = client.get("/search", params={"q": "v1 and v2", "k": 3}).json()["results"]
     assert sorted(r["id"] for r in both[:2]) == ["v1", "v2"]
     assert [r["score"] for r in both[:2]] == pytest.approx([2 ** -0.5] * 2)  # cosine of e1+e2 with e1
     assert both[0]["caption"] in ("caption 1", "caption 2")
+
+
+def test_results_never_show_the_servers_paths(served, videos, tmp_path):
+    _, client, _ = served
+    response = client.get("/search", params={"q": "v0 v1 v2 gone", "k": 5})
+    paths = {r["id"]: r["path"] for r in response.json()["results"]}
+    assert paths == {"v0": f"videos/{videos[0].name}", "v1": f"videos/{videos[1].name}",
+                     "v2": f"videos/{videos[2].name}", "v0#2": f"videos/{videos[0].name}",
+                     "gone": "deleted.mp4"}  # outside the indexed folder: its name only
+    assert str(videos[0].parents[1]) not in response.text
+    # an index without a recorded folder (built before it was recorded): file names; a file
+    # that cannot be decoded: the 404 names the entry, not the file
+    (tmp_path / "media").mkdir()
+    (tmp_path / "media" / "junk.mp4").write_bytes(b"not a video")
+    index = Index(DIM, model="stand-in")
+    index.add(np.eye(DIM, dtype=np.float32)[:1], [Entry("junk", path=str(tmp_path / "media" / "junk.mp4"))])
+    client = TestClient(create_app(index.save(tmp_path / "idx"), searcher=NamedSearcher(["junk"])))
+    response = client.get("/search", params={"q": "junk"})
+    assert response.json()["results"][0]["path"] == "junk.mp4" and str(tmp_path) not in response.text
+    thumbnail = client.get("/thumbnail/junk")
+    assert thumbnail.status_code == 404 and thumbnail.json() == {"detail": "no frame could be read from 'junk'"}
 
 
 def test_video_range_requests_return_the_right_bytes(served, videos):

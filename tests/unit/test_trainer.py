@@ -9,10 +9,10 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import tiny_config_overrides
-from videotext.config import load_config
+from videotext.config import PACKAGED, load_config
 from videotext.train.trainer import Trainer, TrainingDiverged, read_metrics_log
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dual" / "synthetic.yaml"
+CONFIG = PACKAGED / "dual" / "synthetic.yaml"
 
 
 def make_config(root: Path, *extra: str):

@@ -1,6 +1,8 @@
 """The HTTP search service behind `videotext serve INDEX`: FastAPI app + static web page.
 
     GET /search?q=…&k=…     ranked hits as JSON (id, path, start, end, score, thumbnail URL)
+                            `path` is relative to the indexed folder (`index.meta["root"]`),
+                            else the file name: the server's own paths are never shown
     GET /thumbnail/{id}     a JPEG frame from the clip's start (cached in memory)
     GET /video/{id}         the indexed file, with HTTP range requests (206) so browsers seek
     GET /health             liveness + what is indexed
@@ -25,7 +27,7 @@ from urllib.parse import quote
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from videotext.errors import VideoTextError
@@ -43,7 +45,7 @@ class Result(BaseModel):
     video_id: str
     rank: int
     score: float
-    path: Optional[str] = None
+    path: Optional[str] = Field(None, description="The file, relative to the indexed folder (its name when outside it).")
     start: Optional[float] = None
     end: Optional[float] = None
     caption: Optional[str] = None
@@ -67,6 +69,17 @@ class Health(BaseModel):
 
 class Problem(BaseModel):
     detail: Any
+
+
+def public_path(path: str | None, root: str | None) -> str | None:
+    """What the API shows of a file path: relative to the indexed folder `root` when the
+    file lies in it, else the bare file name, never the server's absolute path."""
+    if not path:
+        return None
+    file = Path(path)
+    if root and file.is_absolute() and file.is_relative_to(root):
+        return file.relative_to(root).as_posix()
+    return file.name
 
 
 def _load_searcher(index: Index, run_dir: str | Path | None) -> Any:
@@ -191,12 +204,14 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             return SearchResponse(query=text, k=k, results=[])
         with model_lock:
             hits = searcher.search(text, index, k=k)
+        root = index.meta.get("root")
         results = []
         for h in hits:
             captions = h.meta.get("captions") or [None]
             has_file = bool(h.path)
             results.append(Result(
-                id=h.id, video_id=h.video_id, rank=h.rank, score=h.score, path=h.path, start=h.start, end=h.end,
+                id=h.id, video_id=h.video_id, rank=h.rank, score=h.score, path=public_path(h.path, root),
+                start=h.start, end=h.end,
                 caption=captions[0] if isinstance(captions, list) and captions else None,
                 thumbnail=f"/thumbnail/{quote(h.id, safe='')}",
                 video=f"/video/{quote(h.id, safe='')}" if has_file else None))
@@ -208,8 +223,8 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         entry = entry_for(entry_id)
         try:
             data = thumbnails.get(entry)
-        except (VideoTextError, OSError, ValueError, IndexError) as err:
-            raise HTTPException(404, f"no frame could be read from {entry_id!r}: {err}") from None
+        except (VideoTextError, OSError, ValueError, IndexError):  # the error names the server's path: not shown
+            raise HTTPException(404, f"no frame could be read from {entry_id!r}") from None
         return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
 
     @app.get("/video/{entry_id:path}", responses={200: {"content": {"video/mp4": {}}}, 206: {"description": "Partial"},
