@@ -24,7 +24,7 @@ PACKAGE = ROOT / "src" / "videotext"
 TINY = ["--set", "train.batch_size=8", "--set", "schedule.warmup_steps=0", "--set", "model.freeze_text=true"]
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120) -> str:
+def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
@@ -45,7 +45,7 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
     run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", str(base / "dist")],
-        source, env, timeout=300)
+        source, env, timeout=900)
     wheel, = (base / "dist").glob("videotext-*.whl")
     shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("videotext/")}
     wanted = {"videotext/" + p.relative_to(source / "src" / "videotext").as_posix()
