@@ -46,6 +46,19 @@ def user_errors(command: Callable) -> Callable:
     return wrapper
 
 
+def precision_option(default: Optional[str]):
+    """`--precision` of every inference command (videotext.runtime)."""
+    where = "" if default else " (default: the run config's inference.precision, auto)"
+    return typer.Option(default, "--precision", help="Inference precision: auto (bf16 where the CPU has "
+                        "AVX512-BF16/AMX or the GPU supports it, else fp32), fp32 or bf16" + where + ".")
+
+
+def threads_option(default: Optional[int]):
+    """`--threads` of extraction, indexing, eval, search and serve."""
+    where = "0 = the physical cores" if default is not None else "default: the run config's inference.threads, 0 = the physical cores"
+    return typer.Option(default, "--threads", min=0, help=f"Torch CPU threads ({where}).")
+
+
 def split_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -82,12 +95,15 @@ def extract(
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Decoding processes."),
     batch_size: int = typer.Option(32, help="Frames per forward pass of the appearance network."),
     device: str = typer.Option("cpu", help="Torch device for neural experts."),
+    precision: str = precision_option("auto"),
+    threads: int = threads_option(0),
 ) -> None:
     """Extract per-expert [T, D] features with timestamps; resumable, skips and records broken videos."""
     from videotext.data.experts import extract_features
 
     summary = extract_features(
-        source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device
+        source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device,
+        precision=precision, threads=threads,
     )
     typer.echo(json.dumps(summary, indent=1, default=str))
 
@@ -210,13 +226,15 @@ def eval_command(
     checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
     report: bool = typer.Option(True, help="Write run_dir/report/index.html for this split."),
     data_config: Optional[Path] = typer.Option(None, "--data", help="Zero-shot: evaluate on this config's data section (another dataset)."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.inference import load_model
     from videotext.io import write_json
     from videotext.train.trainer import RunData
 
-    model = load_model(run_dir, checkpoint)
+    model = load_model(run_dir, checkpoint, precision=precision, threads=threads)
     if data_config is not None:  # zero-shot on another dataset (issue 11)
         from videotext.train.init_from import zero_shot_config
 
@@ -226,14 +244,16 @@ def eval_command(
     if split not in data.dataset.splits:
         raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
     dataset = data.split(split)
-    result = model.method.evaluate_split(dataset, data.read_features, device=model.device)
+    with model.autocast():
+        result = model.method.evaluate_split(dataset, data.read_features, device=model.device)
     write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
     typer.echo(_metrics_text(result))
     if report:
         from videotext.eval.run_report import write_run_report
 
-        page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,
-                                metrics=result, device=model.device)
+        with model.autocast():
+            page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,
+                                    metrics=result, device=model.device)
         typer.echo(f"report: {page}")
 
 
@@ -299,11 +319,13 @@ def index_build(
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
     features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
     update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, drop deleted ones."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
 
-    index = load_model(run_dir).build_index(source, out, features_dir=features, update=update)
+    index = load_model(run_dir, precision=precision, threads=threads).build_index(source, out, features_dir=features, update=update)
     typer.echo(f"indexed {len(index)} videos → {out}")
 
 
@@ -315,6 +337,8 @@ def search(
     k: int = typer.Option(10, "-k", min=1, max=1000, help="Number of results."),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes the query (default: the index's)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Search an index with text; prints ranked videos with scores."""
     from videotext.inference import load_model
@@ -324,7 +348,7 @@ def search(
     run = run_dir or loaded.meta.get("run_dir")
     if not run:
         raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
-    hits = load_model(run).search(query, loaded, k=k)
+    hits = load_model(run, precision=precision, threads=threads).search(query, loaded, k=k)
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
         return
@@ -340,11 +364,13 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; 0.0.0.0 exposes it)."),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes queries (default: the index's)."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Serve the search API and web page for an index (http://HOST:PORT/)."""
     from videotext.search.service import create_app, serve as run_server
 
-    app = create_app(index, run_dir)
+    app = create_app(index, run_dir, precision=precision, threads=threads)
     typer.echo(f"serving {len(app.state.index)} entries of {index} on http://{host}:{port}/  (schema: /openapi.json)")
     run_server(app, host=host, port=port)
 

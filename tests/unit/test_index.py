@@ -291,7 +291,7 @@ def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
             batch["masks"][expert][row] = False  # missing experts: renormalised weights differ per video
     with torch.inference_mode():
         video = method.encode_video(batch)
-    model = LoadedModel(tmp_path, method, RunConfig(method="mmt"), torch.device("cpu"))
+    model = LoadedModel(tmp_path, method, RunConfig(method="mmt"), torch.device("cpu"), "fp32")
     assert model.rescores
     index = Index(int(method.index_vectors(video).shape[1]), model="mmt")
     model.add_to_index(index, video, [f"v{i}" for i in range(12)])
@@ -337,7 +337,7 @@ def test_build_index_update_adds_new_videos_and_drops_deleted_ones(tmp_path):
                 writer.add(name, rng.standard_normal((4, dim)).astype(np.float32), np.arange(4.0), step=1.0)
     config = RunConfig(method="mmt")
     config.data.experts = sorted(DIMS)
-    model = LoadedModel(tmp_path, make_mmt(tiny_bert(tmp_path / "bert")), config, torch.device("cpu"))
+    model = LoadedModel(tmp_path, make_mmt(tiny_bert(tmp_path / "bert")), config, torch.device("cpu"), "fp32")
     dataset = lambda ids: VideoTextDataset("t", [Video(id=i, path=f"{i}.mp4", captions=[f"cap {i}"]) for i in ids],  # noqa: E731
                                            splits={"test": list(ids)}, root=tmp_path)
     out = tmp_path / "idx"
@@ -376,7 +376,7 @@ def test_toco_search_reranks_the_shortlist_with_the_cross_encoder(tmp_path):
         text = encode_texts(method, TEXTS[:1])
         exact = method.rerank(text, video)[0]  # [5] the cross-encoder on every video
         cheap = method.cheap_similarity(text, video)[0]
-    model = LoadedModel(tmp_path, method, RunConfig(method="toco"), torch.device("cpu"))
+    model = LoadedModel(tmp_path, method, RunConfig(method="toco"), torch.device("cpu"), "fp32")
     index = Index(16, model="toco")
     model.add_to_index(index, video, [f"v{i}" for i in range(5)])
     index = Index.load(index.save(tmp_path / "idx"))

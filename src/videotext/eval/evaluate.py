@@ -18,6 +18,7 @@ from videotext.eval.retrieval import (
     dataset_caption_relevance, invert_relevance, multi_caption_relevance, retrieval_metrics,
 )
 from videotext.models.base import Embedding, Method, concat_embeddings, embedding_to
+from videotext.runtime import full_precision, to_float32
 
 
 @dataclass
@@ -32,12 +33,12 @@ class Encoded:
 
 @torch.inference_mode()
 def encode_texts(method: Method, texts: Sequence[str], batch_size: int = 256, device: Any = "cpu") -> Embedding:
-    """Batched text embeddings on `device`, gathered on the CPU."""
+    """Batched text embeddings on `device`, gathered on the CPU (fp32 also under bf16 autocast)."""
     parts = []
     for start in range(0, len(texts), batch_size):
         batch = method.prepare_text(list(texts[start : start + batch_size]))
         batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
-        parts.append(embedding_to(method.encode_text(batch), "cpu"))
+        parts.append(to_float32(embedding_to(method.encode_text(batch), "cpu")))
     return concat_embeddings(parts)
 
 
@@ -47,7 +48,7 @@ def encode_videos(method: Method, dataset: VideoTextDataset, read_features: Vide
     parts = []
     for batch in method.video_batches(dataset, read_features, batch_size):
         batch = _to_device(batch, device)
-        parts.append(embedding_to(method.encode_video(batch), "cpu"))
+        parts.append(to_float32(embedding_to(method.encode_video(batch), "cpu")))
     return concat_embeddings(parts)
 
 
@@ -79,8 +80,10 @@ def encode_split(method: Method, dataset: VideoTextDataset, read_features: Video
 
 @torch.inference_mode()
 def score(method: Method, encoded: Encoded) -> torch.Tensor:
-    """[n_captions, n_videos] similarity from the method's own scoring."""
-    return method.similarity(encoded.text, encoded.video).float()
+    """[n_captions, n_videos] similarity from the method's own scoring (fp32, autocast off)."""
+    device = next(iter(encoded.text.values())).device if isinstance(encoded.text, dict) else encoded.text.device
+    with full_precision(device):
+        return method.similarity(encoded.text, encoded.video).float()
 
 
 def evaluate_encoded(method: Method, encoded: Encoded, query_mask: np.ndarray | None = None,

@@ -108,7 +108,7 @@ class AppearanceExpert(FrameExpert):
 
     def __init__(
         self, rate: float = 1.0, input_size: int = 224, batch_size: int = 64, device: str = "cpu",
-        weights: str | os.PathLike | None = None, pretrained: bool = True,
+        weights: str | os.PathLike | None = None, pretrained: bool = True, precision: str = "fp32",
     ):
         self.rate = float(rate)
         self.input_size = int(input_size)
@@ -117,6 +117,7 @@ class AppearanceExpert(FrameExpert):
         self.device = device
         self.weights = weights
         self.pretrained = pretrained
+        self.precision = precision  # auto | fp32 | bf16 (videotext.runtime); not a feature setting
         self._model = None
 
     def settings(self) -> dict[str, Any]:
@@ -154,11 +155,14 @@ class AppearanceExpert(FrameExpert):
         """Pooled features [N, 1280] of uint8 RGB crops [N, S, S, 3]."""
         import torch
 
+        from videotext.runtime import autocast, resolve_precision
+
         model = self.model
+        dtype = resolve_precision(self.precision, self.device)
         mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1)
         std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1)
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(dtype, self.device):
             for start in range(0, len(crops), self.batch_size):
                 chunk = torch.from_numpy(crops[start : start + self.batch_size]).to(self.device)
                 x = (chunk.permute(0, 3, 1, 2).float() / 255.0 - mean) / std  # [B, 3, S, S], NHWC in memory
