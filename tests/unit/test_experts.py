@@ -448,3 +448,22 @@ def test_resume_after_kill(folder, tmp_path, monkeypatch):
     monkeypatch.setattr(MotionExpert, "prepare", original)
     extract_features(folder, ["motion", "audio"], tmp_path / "clean", progress=False)
     assert store_equal(FeatureStore(out), FeatureStore(tmp_path / "clean"))
+
+
+def test_folding_batch_norms_keeps_the_network_function():
+    import torch
+
+    from videotext.data.experts.appearance import build_efficientnet_lite0, fold_batch_norms
+
+    network = build_efficientnet_lite0(pretrained=False)
+    for module in network.modules():  # non-trivial statistics, so a wrong fold shows
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    x = torch.rand(2, 3, 64, 64) * 2 - 1
+    with torch.no_grad():
+        before = network.forward_head(network.forward_features(x), pre_logits=True)
+        assert fold_batch_norms(network) == 49  # stem, head, and 47 in the blocks
+        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in network.modules())
+        after = network.forward_head(network.forward_features(x), pre_logits=True)
+    torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)
