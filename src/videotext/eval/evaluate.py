@@ -33,13 +33,22 @@ class Encoded:
 
 @torch.inference_mode()
 def encode_texts(method: Method, texts: Sequence[str], batch_size: int = 256, device: Any = "cpu") -> Embedding:
-    """Batched text embeddings on `device`, gathered on the CPU (fp32 also under bf16 autocast)."""
+    """Batched text embeddings on `device`, gathered on the CPU (fp32 also under bf16 autocast).
+
+    Texts are batched in order of length (less padding per batch), rows come back in
+    the order given."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     parts = []
     for start in range(0, len(texts), batch_size):
-        batch = method.prepare_text(list(texts[start : start + batch_size]))
+        batch = method.prepare_text([texts[i] for i in order[start : start + batch_size]])
         batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
         parts.append(to_float32(embedding_to(method.encode_text(batch), "cpu")))
-    return concat_embeddings(parts)
+    if not parts:
+        return concat_embeddings(parts)
+    inverse = torch.empty(len(order), dtype=torch.long)
+    inverse[torch.tensor(order)] = torch.arange(len(order))
+    embedding = concat_embeddings(parts)
+    return {k: v[inverse] for k, v in embedding.items()} if isinstance(embedding, dict) else embedding[inverse]
 
 
 @torch.inference_mode()
