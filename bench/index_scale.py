@@ -112,6 +112,29 @@ def percentiles(ms: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
 
 
+def sweep(flat: Index, approx: Index, attribute: str, values: list[int], queries: np.ndarray, timed: np.ndarray,
+          exact: list[set[str]], k: int, flat_build: float, row: dict) -> list[dict]:
+    """Recall@k and single-query latency of `approx` for each value of its `attribute`
+    (nprobe, ef_search) against exact search; prints one line each, returns the rows."""
+    recalls = {}
+    for value in values:
+        setattr(approx, attribute, value)
+        recalls[value] = recall_at_k(approx, queries, exact, k)
+    times = interleaved_latency(flat, approx, values, timed, k, attribute)
+    exact_lat = percentiles(times["exact"])
+    rows = [{"kind": "flat", "setting": "exact", "build_s": flat_build, "recall": 1.0, **exact_lat}]
+    print(f"exact  flat               recall@{k} 1.000  p50 {exact_lat['p50_ms']:7.2f} ms  "
+          f"p95 {exact_lat['p95_ms']:7.2f} ms", flush=True)
+    for value in values:
+        lat = percentiles(times[value])
+        ratio = exact_lat["p50_ms"] / lat["p50_ms"]
+        rows.append({**row, "setting": f"{row['setting']},{attribute}={value}", "recall": recalls[value],
+                     "speedup_p50": ratio, **lat})
+        print(f"approx {row['kind']} {attribute}={value:<4d} recall@{k} {recalls[value]:.3f}  p50 {lat['p50_ms']:7.2f} ms  "
+              f"p95 {lat['p95_ms']:7.2f} ms  exact/approx p50 = {ratio:.1f}x", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -153,23 +176,8 @@ def main() -> None:
     build = time.perf_counter() - t
     nlist = faiss.extract_index_ivf(ivf._faiss).nlist
     print(f"built flat in {flat_build:.1f}s, ivf (nlist={nlist}) in {build:.1f}s", flush=True)
-    recalls = {}
-    for nprobe in args.nprobe:
-        ivf.nprobe = nprobe
-        recalls[nprobe] = recall_at_k(ivf, queries, exact, args.k)
-    times = interleaved_latency(flat, ivf, args.nprobe, timed, args.k)
-
-    exact_lat = percentiles(times["exact"])
-    rows = [{"kind": "flat", "setting": "exact", "build_s": flat_build, "recall": 1.0, **exact_lat}]
-    print(f"exact  flat            recall@{args.k} 1.000  p50 {exact_lat['p50_ms']:7.2f} ms  "
-          f"p95 {exact_lat['p95_ms']:7.2f} ms", flush=True)
-    for nprobe in args.nprobe:
-        lat = percentiles(times[nprobe])
-        ratio = exact_lat["p50_ms"] / lat["p50_ms"]
-        rows.append({"kind": "ivf", "setting": f"nlist={nlist},nprobe={nprobe}", "build_s": build,
-                     "recall": recalls[nprobe], "speedup_p50": ratio, **lat})
-        print(f"approx ivf nprobe={nprobe:<4d} recall@{args.k} {recalls[nprobe]:.3f}  p50 {lat['p50_ms']:7.2f} ms  "
-              f"p95 {lat['p95_ms']:7.2f} ms  exact/approx p50 = {ratio:.1f}x", flush=True)
+    rows = sweep(flat, ivf, "nprobe", args.nprobe, queries, timed, exact, args.k, flat_build,
+                 {"kind": "ivf", "setting": f"nlist={nlist}", "build_s": build})
 
     write_json(args.out, {
         "bench": "index_scale", "n": args.n, "dim": args.dim, "queries": args.queries,
@@ -205,22 +213,9 @@ def clustered_main(args: argparse.Namespace) -> None:
     memory = rss_mb() - before
     print(f"built flat in {flat_build:.1f}s, hnsw (M={args.hnsw_m}, efConstruction={args.ef_construction}) in "
           f"{build:.1f}s, +{memory:.0f} MB resident", flush=True)
-    recalls = {}
-    for ef in args.ef_search:
-        hnsw.ef_search = ef
-        recalls[ef] = recall_at_k(hnsw, queries, exact, args.k)
-    times = interleaved_latency(flat, hnsw, args.ef_search, queries[: args.latency_queries], args.k, "ef_search")
-    exact_lat = percentiles(times["exact"])
-    rows = [{"kind": "flat", "setting": "exact", "build_s": flat_build, "recall": 1.0, **exact_lat}]
-    print(f"exact  flat             recall@{args.k} 1.000  p50 {exact_lat['p50_ms']:7.2f} ms  "
-          f"p95 {exact_lat['p95_ms']:7.2f} ms", flush=True)
-    for ef in args.ef_search:
-        lat = percentiles(times[ef])
-        ratio = exact_lat["p50_ms"] / lat["p50_ms"]
-        rows.append({"kind": "hnsw", "setting": f"M={args.hnsw_m},efC={args.ef_construction},efSearch={ef}",
-                     "build_s": build, "memory_mb": memory, "recall": recalls[ef], "speedup_p50": ratio, **lat})
-        print(f"approx hnsw efSearch={ef:<4d} recall@{args.k} {recalls[ef]:.3f}  p50 {lat['p50_ms']:7.2f} ms  "
-              f"p95 {lat['p95_ms']:7.2f} ms  exact/approx p50 = {ratio:.1f}x", flush=True)
+    rows = sweep(flat, hnsw, "ef_search", args.ef_search, queries, queries[: args.latency_queries], exact, args.k,
+                 flat_build, {"kind": "hnsw", "setting": f"M={args.hnsw_m},efC={args.ef_construction}",
+                              "build_s": build, "memory_mb": memory})
     del flat
     persist = save_load_seconds(hnsw)
     print(f"save {persist['save_s']:.1f}s, load {persist['load_s']:.1f}s of {args.n} entries "
