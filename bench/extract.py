@@ -1,6 +1,17 @@
-"""Benchmark: sampled decoding vs full decoding, and feature extraction speed per expert.
+"""Benchmark: appearance extraction at the demo settings (fast vs today's path), sampled vs
+full decoding, and feature extraction speed per expert.
 
-    python bench/extract.py [--videos 50] [--workers 0 2] [--out bench/results/extract.json]
+    python bench/extract.py [--demo-videos 120] [--videos 50] [--workers 0 2] [--out bench/results/extract.json]
+    python bench/extract.py --demo-only      # section 0 alone
+
+0. demo: the appearance expert on `--demo-videos` synthetic demo videos (128 px, 6 s,
+   one step per second, network input 128) the way the demo extracted them before
+   issue 19 (fp32, batch norms as separate layers, decoding in the main process, 64
+   frames per forward pass) and the way it does now (`--precision auto`: bf16 weights
+   where the CPU has AVX512-BF16/AMX, batch norms folded into the convolutions, two
+   decoding worker processes overlapping with inference, 256 frames from ~40 videos
+   per forward pass); prints both videos/s, the ratio, and the minimum cosine between
+   the two feature sets.
 
 1. decode: `read_frames` (seek + decode only what 8 uniform samples need) against the
    plain reference (`decode_all`: every frame, then pick), same process, same files;
@@ -21,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from videotext.data import video as V
+from videotext.data.experts.appearance import AppearanceExpert
 from videotext.data.experts.extract import extract_features
+from videotext.data.features import FeatureStore
 
 
 def generated_clips(folder: Path, count: int) -> Path:
@@ -76,14 +89,56 @@ def bench_extract(folder: Path, experts: list[str], workers: int, options: dict)
     }
 
 
+def bench_demo_appearance(folder: Path, videos: int) -> dict:
+    """Section 0: today's vs the fast appearance extraction of the same demo videos, one run."""
+    from videotext.data.synthetic import synthesize
+
+    synthesize(folder, num_videos=videos, seed=0, workers=2, progress=False)
+    manifest = folder / "manifest.json"
+    runs = {
+        "before": dict(experts=[AppearanceExpert(input_size=128, precision="fp32", fold_norms=False)],
+                       workers=0, batch_size=64, precision="fp32"),
+        "now": dict(experts=["appearance"], options={"appearance": {"input_size": 128}}, workers=2,
+                    batch_size=256, precision="auto"),
+    }
+    out, features = {}, {}
+    for name, settings in runs.items():
+        store = folder / f"features-{name}"
+        summary = extract_features(manifest, settings.pop("experts"), store, rate=1.0, progress=False, **settings)
+        out[name] = {"videos": summary["done"], "seconds": round(summary["seconds"], 2),
+                     "videos_per_s": round(summary["videos_per_s"], 3), **{k: v for k, v in settings.items()
+                                                                           if k != "options"}}
+        read = FeatureStore(store)
+        features[name] = np.concatenate([read.get("appearance", key)[0] for key in sorted(read.keys("appearance"))])
+    a, b = features["before"].astype(np.float64), features["now"].astype(np.float64)
+    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return {**out, "now_over_before": out["now"]["videos_per_s"] / out["before"]["videos_per_s"],
+            "min_cosine": float(cosine.min()), "frames": int(len(a))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--videos", type=int, default=50)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    parser.add_argument("--demo-videos", type=int, default=120)
+    parser.add_argument("--demo-only", action="store_true", help="Run section 0 (demo appearance) alone.")
     parser.add_argument("--out", default="bench/results/extract.json")
     args = parser.parse_args()
     results: dict = {"decode": {}, "extract": []}
     with tempfile.TemporaryDirectory(prefix="vt-bench-") as tmp:
+        demo = results["demo_appearance"] = bench_demo_appearance(Path(tmp) / "demo", args.demo_videos)
+        for name in ("before", "now"):
+            row = demo[name]
+            print(f"demo appearance {name:6s} precision={row['precision']} workers={row['workers']} "
+                  f"batch={row['batch_size']}: {row['videos_per_s']:.2f} videos/s ({row['videos']} videos, "
+                  f"{row['seconds']:.1f}s)")
+        print(f"demo appearance now / before: {demo['now_over_before']:.2f}x "
+              f"(min cosine of the {demo['frames']} frame features: {demo['min_cosine']:.5f})")
+        if args.demo_only:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(results, indent=1))
+            print(f"wrote {args.out}")
+            return
         long = V.write_video(Path(tmp) / "long" / "long.mp4",
                              np.random.default_rng(0).integers(0, 256, (1500, 128, 128, 3), dtype=np.uint8), 25,
                              gop=50)

@@ -1,5 +1,17 @@
-"""The issue-9 index benchmark in one run: 1 000 000 random 256-d vectors, top-10 queries,
-recall@10 of the approximate index against exact search, latency p50/p95 of each.
+"""The index at 10^6 × 256 in one run: exact vs approximate search, recall@10 and per-query
+latency p50/p95, build time, memory, and saving / loading the index.
+
+Two data sets (`--data`):
+
+- ``clustered`` (default, issue 19): embedding-like vectors. Real video embeddings sit
+  in a low-dimensional part of the space, in clusters (videos of the same kind), and a
+  text query lands near its video, not uniformly. The generator: `--clusters` centres
+  drawn in a 32-d latent subspace mapped into 256-d (`unit_vectors` with a basis, as
+  bench/index.py's `lowrank`), each vector = its centre + Gaussian noise of
+  `--spread` per dimension (relative to a unit centre), L2-normalised; queries are
+  fresh points drawn the same way. Searched with HNSW (`Index(kind="hnsw")`, M and
+  efConstruction from `--hnsw-m` / `--ef-construction`, swept over efSearch).
+- ``random``: isotropic Gaussian vectors, the worst case (issue 9), searched with IVF.
 
 Exact = `Index(kind="flat")`; approximate = `Index(kind="ivf")` (IVF-flat, nlist lists,
 swept over nprobe). HNSW is left out at this size: its graph build takes ~8 min for 10^6
@@ -11,13 +23,16 @@ structure, every neighbour almost equally far): recall here is a lower bound; ru
 recall search use all threads. Settings are timed back to back on each query, so load
 from other processes on a shared machine hits exact and approximate alike.
 
-    python bench/index_scale.py                       # 1 000 000 × 256, ~4 min on 2 cores
+    python bench/index_scale.py                       # clustered, HNSW, 1 000 000 × 256
+    python bench/index_scale.py --data random         # the issue-9 worst case, IVF, ~4 min on 2 cores
     python bench/index_scale.py --n 100000 --out /tmp/x.json
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import tempfile
 import platform
 import sys
 import time
@@ -33,8 +48,46 @@ from videotext.io import write_json  # noqa: E402
 from videotext.search import Index  # noqa: E402
 
 
+def clustered_vectors(rng: np.random.Generator, centres: np.ndarray, n: int, spread: float,
+                      chunk: int = 100_000) -> np.ndarray:
+    """`n` unit vectors, each a random centre [C, D] plus Gaussian noise (std `spread` per dim)."""
+    out = np.empty((n, centres.shape[1]), np.float32)
+    for s in range(0, n, chunk):
+        m = min(chunk, n - s)
+        block = centres[rng.integers(0, len(centres), m)] + spread * rng.standard_normal((m, centres.shape[1]),
+                                                                                       dtype=np.float32)
+        out[s : s + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def rss_mb() -> float:
+    """Resident memory of this process (MB), from /proc."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def save_load_seconds(index: Index) -> dict[str, float]:
+    """Seconds to save `index` (entries.parquet + FAISS file) and to load it back."""
+    folder = Path(tempfile.mkdtemp(prefix="vt-index-scale-"))
+    try:
+        t = time.perf_counter()
+        index.save(folder / "index")
+        saved = time.perf_counter() - t
+        t = time.perf_counter()
+        loaded = Index.load(folder / "index")
+        load = time.perf_counter() - t
+        assert len(loaded) == len(index)
+        size = sum(p.stat().st_size for p in (folder / "index").iterdir()) / 2**20
+        entries = (folder / "index" / "entries.parquet").stat().st_size / 2**20
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"save_s": saved, "load_s": load, "folder_mb": size, "entries_mb": entries}
+
+
 def interleaved_latency(flat: Index, ivf: Index, nprobes: list[int], queries: np.ndarray,
-                        k: int) -> dict:
+                        k: int, attribute: str = "nprobe") -> dict:
     """Per-query latency (ms) of every setting, timed back to back on the same query on
     one thread, so load from other processes hits exact and approximate alike."""
     times: dict = {"exact": [], **{n: [] for n in nprobes}}
@@ -44,7 +97,7 @@ def interleaved_latency(flat: Index, ivf: Index, nprobes: list[int], queries: np
         for i, q in enumerate(queries):
             for key in times:
                 if key != "exact":
-                    ivf.nprobe = key
+                    setattr(ivf, attribute, key)
                 index = flat if key == "exact" else ivf
                 t = time.perf_counter()
                 index.search_one(q, k)
@@ -59,6 +112,29 @@ def percentiles(ms: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
 
 
+def sweep(flat: Index, approx: Index, attribute: str, values: list[int], queries: np.ndarray, timed: np.ndarray,
+          exact: list[set[str]], k: int, flat_build: float, row: dict) -> list[dict]:
+    """Recall@k and single-query latency of `approx` for each value of its `attribute`
+    (nprobe, ef_search) against exact search; prints one line each, returns the rows."""
+    recalls = {}
+    for value in values:
+        setattr(approx, attribute, value)
+        recalls[value] = recall_at_k(approx, queries, exact, k)
+    times = interleaved_latency(flat, approx, values, timed, k, attribute)
+    exact_lat = percentiles(times["exact"])
+    rows = [{"kind": "flat", "setting": "exact", "build_s": flat_build, "recall": 1.0, **exact_lat}]
+    print(f"exact  flat               recall@{k} 1.000  p50 {exact_lat['p50_ms']:7.2f} ms  "
+          f"p95 {exact_lat['p95_ms']:7.2f} ms", flush=True)
+    for value in values:
+        lat = percentiles(times[value])
+        ratio = exact_lat["p50_ms"] / lat["p50_ms"]
+        rows.append({**row, "setting": f"{row['setting']},{attribute}={value}", "recall": recalls[value],
+                     "speedup_p50": ratio, **lat})
+        print(f"approx {row['kind']} {attribute}={value:<4d} recall@{k} {recalls[value]:.3f}  p50 {lat['p50_ms']:7.2f} ms  "
+              f"p95 {lat['p95_ms']:7.2f} ms  exact/approx p50 = {ratio:.1f}x", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -69,8 +145,17 @@ def main() -> None:
     parser.add_argument("--nlist", type=int, default=1024, help="IVF lists (~sqrt(n): k-means stays cheap)")
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16, 64, 256, 512])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="bench/results/index_scale.json")
+    parser.add_argument("--data", choices=["clustered", "random"], default="clustered")
+    parser.add_argument("--clusters", type=int, default=10_000, help="clustered: number of centres")
+    parser.add_argument("--spread", type=float, default=0.05, help="clustered: noise std per dimension")
+    parser.add_argument("--hnsw-m", type=int, default=16)
+    parser.add_argument("--ef-construction", type=int, default=64)
+    parser.add_argument("--ef-search", type=int, nargs="+", default=[16, 32, 64, 128])
+    parser.add_argument("--out", default=None, help="default bench/results/index_scale_<data>.json")
     args = parser.parse_args()
+    args.out = args.out or f"bench/results/index_scale_{args.data}.json"
+    if args.data == "clustered":
+        return clustered_main(args)
 
     rng = np.random.default_rng(args.seed)
     t = time.perf_counter()
@@ -91,29 +176,56 @@ def main() -> None:
     build = time.perf_counter() - t
     nlist = faiss.extract_index_ivf(ivf._faiss).nlist
     print(f"built flat in {flat_build:.1f}s, ivf (nlist={nlist}) in {build:.1f}s", flush=True)
-    recalls = {}
-    for nprobe in args.nprobe:
-        ivf.nprobe = nprobe
-        recalls[nprobe] = recall_at_k(ivf, queries, exact, args.k)
-    times = interleaved_latency(flat, ivf, args.nprobe, timed, args.k)
-
-    exact_lat = percentiles(times["exact"])
-    rows = [{"kind": "flat", "setting": "exact", "build_s": flat_build, "recall": 1.0, **exact_lat}]
-    print(f"exact  flat            recall@{args.k} 1.000  p50 {exact_lat['p50_ms']:7.2f} ms  "
-          f"p95 {exact_lat['p95_ms']:7.2f} ms", flush=True)
-    for nprobe in args.nprobe:
-        lat = percentiles(times[nprobe])
-        ratio = exact_lat["p50_ms"] / lat["p50_ms"]
-        rows.append({"kind": "ivf", "setting": f"nlist={nlist},nprobe={nprobe}", "build_s": build,
-                     "recall": recalls[nprobe], "speedup_p50": ratio, **lat})
-        print(f"approx ivf nprobe={nprobe:<4d} recall@{args.k} {recalls[nprobe]:.3f}  p50 {lat['p50_ms']:7.2f} ms  "
-              f"p95 {lat['p95_ms']:7.2f} ms  exact/approx p50 = {ratio:.1f}x", flush=True)
+    rows = sweep(flat, ivf, "nprobe", args.nprobe, queries, timed, exact, args.k, flat_build,
+                 {"kind": "ivf", "setting": f"nlist={nlist}", "build_s": build})
 
     write_json(args.out, {
         "bench": "index_scale", "n": args.n, "dim": args.dim, "queries": args.queries,
         "latency_queries": len(timed), "k": args.k, "data": "random", "seed": args.seed, "faiss": faiss.__version__,
         "threads": faiss.omp_get_max_threads(), "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(), "results": rows,
+    })
+    print(f"wrote {args.out}")
+
+
+def clustered_main(args: argparse.Namespace) -> None:
+    """Embedding-like data, HNSW vs exact; build time, memory, save/load."""
+    rng = np.random.default_rng(args.seed)
+    t = time.perf_counter()
+    basis = rng.standard_normal((32, args.dim), dtype=np.float32)
+    centres = unit_vectors(rng, args.clusters, args.dim, basis)
+    data = clustered_vectors(rng, centres, args.n, args.spread)
+    queries = clustered_vectors(rng, centres, args.queries, args.spread)
+    names = [f"video{i:07d}" for i in range(args.n)]
+    print(f"clustered: n={args.n} dim={args.dim} clusters={args.clusters} spread={args.spread} "
+          f"queries={args.queries} k={args.k} threads={faiss.omp_get_max_threads()} faiss={faiss.__version__} "
+          f"(data {time.perf_counter() - t:.1f}s)", flush=True)
+    t = time.perf_counter()
+    flat = Index(args.dim, kind="flat")
+    flat.add(data, names)
+    flat_build = time.perf_counter() - t
+    exact = [{h.id for h in hits} for hits in flat.search(queries, args.k)]
+    before = rss_mb()
+    t = time.perf_counter()
+    hnsw = Index(args.dim, kind="hnsw", hnsw_m=args.hnsw_m, ef_construction=args.ef_construction)
+    hnsw.add(data, names)
+    build = time.perf_counter() - t
+    memory = rss_mb() - before
+    print(f"built flat in {flat_build:.1f}s, hnsw (M={args.hnsw_m}, efConstruction={args.ef_construction}) in "
+          f"{build:.1f}s, +{memory:.0f} MB resident", flush=True)
+    rows = sweep(flat, hnsw, "ef_search", args.ef_search, queries, queries[: args.latency_queries], exact, args.k,
+                 flat_build, {"kind": "hnsw", "setting": f"M={args.hnsw_m},efC={args.ef_construction}",
+                              "build_s": build, "memory_mb": memory})
+    del flat
+    persist = save_load_seconds(hnsw)
+    print(f"save {persist['save_s']:.1f}s, load {persist['load_s']:.1f}s of {args.n} entries "
+          f"(folder {persist['folder_mb']:.0f} MB, entries.parquet {persist['entries_mb']:.0f} MB)", flush=True)
+    write_json(args.out, {
+        "bench": "index_scale", "data": "clustered", "n": args.n, "dim": args.dim, "clusters": args.clusters,
+        "spread": args.spread, "queries": args.queries, "latency_queries": min(args.latency_queries, args.queries),
+        "k": args.k, "seed": args.seed, "faiss": faiss.__version__, "threads": faiss.omp_get_max_threads(),
+        "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine(), "results": rows,
+        "persistence": persist,
     })
     print(f"wrote {args.out}")
 

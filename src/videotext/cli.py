@@ -62,6 +62,19 @@ def user_errors(command: Callable) -> Callable:
     return wrapper
 
 
+def precision_option(default: Optional[str]):
+    """`--precision` of every inference command (videotext.runtime)."""
+    where = "" if default else " (default: the run config's inference.precision, auto)"
+    return typer.Option(default, "--precision", help="Inference precision: auto (bf16 where the CPU has "
+                        "AVX512-BF16/AMX or the GPU supports it, else fp32), fp32 or bf16" + where + ".")
+
+
+def threads_option(default: Optional[int]):
+    """`--threads` of extraction, indexing, eval, search and serve."""
+    where = "0 = the physical cores" if default is not None else "default: the run config's inference.threads, 0 = the physical cores"
+    return typer.Option(default, "--threads", min=0, help=f"Torch CPU threads ({where}).")
+
+
 def split_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -99,6 +112,8 @@ def extract(
     batch_size: int = typer.Option(32, help="Frames per forward pass of the appearance network."),
     device: str = typer.Option("cpu", help="Torch device for neural experts."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Expert option EXPERT.KEY=VALUE (repeatable), e.g. clip.model=ViT-B-32, clip.pretrained=openai."),
+    precision: str = precision_option("auto"),
+    threads: int = threads_option(0),
 ) -> None:
     """Extract per-expert [T, D] features with timestamps; resumable, skips and records broken videos."""
     from videotext.data.experts import extract_features
@@ -110,7 +125,8 @@ def extract(
             raise VideoTextError(f"--option {key}: expected EXPERT.KEY=VALUE (e.g. clip.pretrained=openai)")
         options.setdefault(expert, {})[name] = value
     summary = extract_features(
-        source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device, options=options
+        source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device, options=options,
+        precision=precision, threads=threads,
     )
     typer.echo(json.dumps(summary, indent=1, default=str))
 
@@ -244,13 +260,15 @@ def eval_command(
     checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
     report: bool = typer.Option(True, help="Write run_dir/report/index.html for this split."),
     data_config: Optional[str] = typer.Option(None, "--data", help="Zero-shot: evaluate on this config's data section (another dataset; a file or a packaged name)."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.inference import load_model
     from videotext.io import write_json
     from videotext.train.trainer import RunData
 
-    model = load_model(run_dir, checkpoint)
+    model = load_model(run_dir, checkpoint, precision=precision, threads=threads)
     if data_config is not None:  # zero-shot on another dataset (issue 11)
         from videotext.train.init_from import zero_shot_config
 
@@ -260,14 +278,16 @@ def eval_command(
     if split not in data.dataset.splits:
         raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
     dataset = data.split(split)
-    result = model.method.evaluate_split(dataset, data.read_features, device=model.device)
+    with model.autocast():
+        result = model.method.evaluate_split(dataset, data.read_features, device=model.device)
     write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
     typer.echo(_metrics_text(result))
     if report:
         from videotext.eval.run_report import write_run_report
 
-        page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,
-                                metrics=result, device=model.device)
+        with model.autocast():
+            page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,
+                                    metrics=result, device=model.device)
         typer.echo(f"report: {page}")
 
 
@@ -335,12 +355,14 @@ def index_build(
     update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, drop deleted ones."),
     window: Optional[float] = typer.Option(None, help="Index sliding-window clips of this many seconds instead of whole videos."),
     stride: Optional[float] = typer.Option(None, help="Seconds between window starts (default: half the window)."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
 
-    index = load_model(run_dir).build_index(source, out, features_dir=features, update=update, window=window,
-                                            stride=stride)
+    index = load_model(run_dir, precision=precision, threads=threads).build_index(
+        source, out, features_dir=features, update=update, window=window, stride=stride)
     what = "clips" if window else "videos"
     typer.echo(f"indexed {len(index)} {what} → {out}")
 
@@ -353,6 +375,8 @@ def search(
     k: int = typer.Option(10, "-k", min=1, max=1000, help="Number of results."),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes the query (default: the index's)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Search an index with text; prints ranked videos with scores."""
     from videotext.inference import load_model
@@ -362,7 +386,7 @@ def search(
     run = run_dir or loaded.meta.get("run_dir")
     if not run:
         raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
-    hits = load_model(run).search(query, loaded, k=k)
+    hits = load_model(run, precision=precision, threads=threads).search(query, loaded, k=k)
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
         return
@@ -378,11 +402,13 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; 0.0.0.0 exposes it)."),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes queries (default: the index's)."),
+    precision: Optional[str] = precision_option(None),
+    threads: Optional[int] = threads_option(None),
 ) -> None:
     """Serve the search API and web page for an index (http://HOST:PORT/)."""
     from videotext.search.service import create_app, serve as run_server
 
-    app = create_app(index, run_dir)
+    app = create_app(index, run_dir, precision=precision, threads=threads)
     typer.echo(f"serving {len(app.state.index)} entries of {index} on http://{host}:{port}/  (schema: /openapi.json)")
     run_server(app, host=host, port=port)
 

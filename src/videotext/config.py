@@ -154,6 +154,14 @@ class TrainConfig:
 
 
 @dataclass
+class InferenceConfig:
+    """Encoding outside training: `eval`, `index build`, `search`, `serve` (videotext.runtime)."""
+
+    precision: str = "auto"  # auto | fp32 | bf16; auto = bf16 where the CPU (AVX512-BF16/AMX) or GPU runs it natively
+    threads: int = 0  # torch CPU threads; 0 = the physical cores
+
+
+@dataclass
 class RunConfig:
     method: str = "dual"
     model: dict[str, Any] = field(default_factory=dict)  # the method's own config, see videotext.models
@@ -161,6 +169,7 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
     out_dir: str = "runs/default"
     name: str = ""
 

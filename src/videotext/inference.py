@@ -29,6 +29,7 @@ from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import encode_texts, encode_videos
 from videotext.models.base import Method, build_method
+from videotext.runtime import autocast, resolve_precision, set_threads
 from videotext.train.checkpoint import load_meta, load_weights
 from videotext.train.trainer import resolve_device
 
@@ -36,8 +37,15 @@ from videotext.train.trainer import resolve_device
 class LoadedModel:
     """A trained method with the data settings it was trained with."""
 
-    def __init__(self, run_dir: Path, method: Method, config: Any, device: torch.device):
+    def __init__(self, run_dir: Path, method: Method, config: Any, device: torch.device,
+                 precision: str | None = None):
         self.run_dir, self.method, self.config, self.device = run_dir, method, config, device
+        self.precision = precision or config.inference.precision  # auto | fp32 | bf16
+        self.dtype = resolve_precision(self.precision, device)  # torch.bfloat16, or None for fp32
+
+    def autocast(self):
+        """The run's inference precision (`--precision`) as a context: bf16 autocast or nothing."""
+        return autocast(self.dtype, self.device)
 
     @property
     def experts(self) -> list[str]:
@@ -46,7 +54,8 @@ class LoadedModel:
     def encode_text(self, texts: str | Sequence[str]) -> torch.Tensor:
         """Query vectors [N, D] (CPU) for a dot-product index (the method's `query_vectors`)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
-        return self.method.query_vectors(encode_texts(self.method, texts, device=self.device))
+        with self.autocast():
+            return self.method.query_vectors(encode_texts(self.method, texts, device=self.device))
 
     def features_for(self, dataset: VideoTextDataset, features_dir: str | Path,
                      progress: bool = True) -> VideoFeatures:
@@ -59,7 +68,7 @@ class LoadedModel:
         from videotext.train.distributed import broadcast_object
 
         if broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
-            extract_features(dataset, self.experts, features_dir, progress=progress,
+            extract_features(dataset, self.experts, features_dir, progress=progress, precision=self.precision,
                              **self.extraction_settings())
             store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
@@ -84,7 +93,8 @@ class LoadedModel:
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
         """Index vectors [N, D] (CPU) of every video (the method's `index_vectors`)."""
-        return self.method.index_vectors(encode_videos(self.method, dataset, features, device=self.device))
+        with self.autocast():
+            return self.method.index_vectors(encode_videos(self.method, dataset, features, device=self.device))
 
     @property
     def rescores(self) -> bool:
@@ -110,9 +120,10 @@ class LoadedModel:
             video = video["video"]
         text = {k: v.to(self.device) for k, v in text.items()} if isinstance(text, dict) else text.to(self.device)
         with torch.inference_mode():
-            if hasattr(self.method, "rerank"):
-                scores = self.method.rerank(text, video)
-            else:
+            if hasattr(self.method, "rerank"):  # a cross-encoder: a network, run at the inference precision
+                with self.autocast():
+                    scores = self.method.rerank(text, video)
+            else:  # a score of stored embeddings: fp32
                 scores = self.method.similarity(text, video)
         return scores[0].float().cpu()
 
@@ -175,7 +186,8 @@ class LoadedModel:
                 dist.barrier()  # rank 0 writes the index
                 return Index.load(out) if out is not None else None
         else:
-            embedding = encode_videos(self.method, dataset, reader, device=self.device)
+            with self.autocast():
+                embedding = encode_videos(self.method, dataset, reader, device=self.device)
         entries = [Entry(id=v.id, path=os.path.abspath(dataset.media_path(v)) if v.path else None,
                          start=v.meta.get("start", 0.0), end=v.meta.get("end", v.duration),
                          video_id=v.meta.get("video_id", v.id), meta={"captions": v.captions[:1]}) for v in dataset]
@@ -210,7 +222,8 @@ class LoadedModel:
         part = parts / f"rank{rank}-of{world}.pt"
         done = part.is_file() and torch.load(part, map_location="cpu", weights_only=False)["ids"] == mine
         if mine and not done:
-            embedding = encode_videos(self.method, dataset.subset(mine), reader, device=self.device)
+            with self.autocast():
+                embedding = encode_videos(self.method, dataset.subset(mine), reader, device=self.device)
             parts.mkdir(parents=True, exist_ok=True)
             with atomic_path(part) as tmp:
                 torch.save({"ids": mine, "embedding": embedding}, tmp)
@@ -239,7 +252,8 @@ class LoadedModel:
             index = Index.load(index)
         single = isinstance(query, str)
         texts = [query] if single else list(query)
-        text = encode_texts(self.method, texts, device=self.device)
+        with self.autocast():
+            text = encode_texts(self.method, texts, device=self.device)
         vectors = self.method.query_vectors(text).float().numpy()
         if not (self.rescores and index.part_names):
             hits = index.search(vectors, k)
@@ -316,17 +330,22 @@ def _duration(video: Any, reader: VideoFeatures) -> float:
     return max(ends, default=0.0)
 
 
-def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto") -> LoadedModel:
-    """Load a run's method with the weights of `checkpoints/<checkpoint>` (best = validation-selected)."""
+def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto",
+               precision: str | None = None, threads: int | None = None) -> LoadedModel:
+    """Load a run's method with the weights of `checkpoints/<checkpoint>` (best = validation-selected).
+
+    `precision` (auto | fp32 | bf16) and `threads` (0 = physical cores) default to the
+    run config's `inference` section (videotext.runtime)."""
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise VideoTextError(f"{run_dir}: not a run directory (no config.yaml)")
     config = load_config(config_path)
+    set_threads(config.inference.threads if threads is None else threads)
     folder = run_dir / "checkpoints" / checkpoint
     dims = load_meta(folder).get("expert_dims")
     method = build_method(config.method, config.model, expert_dims=dims)
     load_weights(folder, method)
     torch_device = resolve_device(device)
     method.to(torch_device).eval()
-    return LoadedModel(run_dir, method, config, torch_device)
+    return LoadedModel(run_dir, method, config, torch_device, precision)

@@ -79,3 +79,12 @@ def test_unknown_method_and_bad_pooling_are_config_errors():
         build_method("nope", {})
     with pytest.raises(ConfigError, match="temporal_pooling"):
         build_method("dual", {"temporal_pooling": "median"}, expert_dims={"a": 2})
+
+
+def test_encode_texts_batches_by_length_and_keeps_the_given_order(dual):
+    from videotext.eval.evaluate import encode_texts
+
+    texts = ["a long caption about a red circle that moves to the left", "blue", "a green square spins"]
+    together = encode_texts(dual, texts, batch_size=2)  # sorted: [blue, green square] then [long]
+    one_by_one = torch.cat([encode_texts(dual, [t]) for t in texts])
+    torch.testing.assert_close(together, one_by_one, rtol=1e-4, atol=1e-5)

@@ -25,8 +25,7 @@ from videotext.data.experts.appearance import (
 from videotext.data.experts.audio import hz_to_mel, log_mel_spectrogram, mel_filterbank
 from videotext.data.experts.extract import extract_features, extract_one
 from videotext.data.experts.motion import MotionExpert, flow_statistics
-from videotext.data.experts.words import glove_files, load_glove, tokenize
-from videotext.data.experts._parquet import snappy_decompress
+from videotext.data.experts.words import glove_files, load_glove, read_string_column, tokenize
 from videotext.data.features import FeatureStore, store_equal
 from videotext.data.schema import Segment, Video, VideoTextDataset
 from videotext.errors import DataFormatError, VideoDecodeError
@@ -256,9 +255,23 @@ def test_words_expert_timestamps_and_missing():
     assert output.missing and output.features.shape == (0, 50) and output.step == 0.0
 
 
-def test_snappy_decoder():
-    block = bytes([11, 0b00001000]) + b"abc" + bytes([0b00001001, 3]) + bytes([0b00000100]) + b"zz"
-    assert snappy_decompress(block) == b"abcabcabczz"  # literal, overlapping copy, literal
+def test_parquet_string_column_reader(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "vocab.parquet"
+    pq.write_table(pa.table({"index": ["the", ",", "caf\u00e9"], "n": [1, 2, 3]}), path, compression="snappy")
+    assert read_string_column(path) == ["the", ",", "caf\u00e9"]
+    with pytest.raises(DataFormatError, match=r"\[n\]: expected a string column, got int64"):
+        read_string_column(path, "n")
+    with pytest.raises(DataFormatError, match=r"\[word\]: no such column; columns: \['index', 'n'\]"):
+        read_string_column(path, "word")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(DataFormatError, match="bad.parquet: not a readable Parquet file"):
+        read_string_column(tmp_path / "bad.parquet")
+    pq.write_table(pa.table({"index": ["a", None]}), path)
+    with pytest.raises(DataFormatError, match=r"\[index\]: 1 null values"):
+        read_string_column(path)
 
 
 # --- extraction ---------------------------------------------------------------------------
@@ -435,3 +448,22 @@ def test_resume_after_kill(folder, tmp_path, monkeypatch):
     monkeypatch.setattr(MotionExpert, "prepare", original)
     extract_features(folder, ["motion", "audio"], tmp_path / "clean", progress=False)
     assert store_equal(FeatureStore(out), FeatureStore(tmp_path / "clean"))
+
+
+def test_folding_batch_norms_keeps_the_network_function():
+    import torch
+
+    from videotext.data.experts.appearance import build_efficientnet_lite0, fold_batch_norms
+
+    network = build_efficientnet_lite0(pretrained=False)
+    for module in network.modules():  # non-trivial statistics, so a wrong fold shows
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    x = torch.rand(2, 3, 64, 64) * 2 - 1
+    with torch.no_grad():
+        before = network.forward_head(network.forward_features(x), pre_logits=True)
+        assert fold_batch_norms(network) == 49  # stem, head, and 47 in the blocks
+        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in network.modules())
+        after = network.forward_head(network.forward_features(x), pre_logits=True)
+    torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -161,6 +162,28 @@ def test_save_load_round_trip(tmp_path, kind):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no temp folders left
 
 
+def test_entries_are_a_parquet_table_and_version_1_json_lines_still_load(tmp_path):
+    index, x = make("flat", n=30, d=8)
+    index.add(x[:1], [Entry("clip", path=None, start=1.5, end=4.0, video_id="v0", meta={"captions": ["a café"]})])
+    folder = index.save(tmp_path / "idx")
+    table = pq.read_table(folder / "entries.parquet")
+    assert table.column_names == ["label", "id", "path", "start", "end", "video_id", "meta"]
+    assert table.num_rows == 31 and table.column("id").to_pylist()[:2] == ["v0", "v1"]
+    assert json.loads((folder / "index.json").read_text())["version"] == 2
+    assert Index.load(folder).get("clip") == Entry("clip", start=1.5, end=4.0, video_id="v0", meta={"captions": ["a café"]})
+    # the same index as version 1 wrote it: entries.jsonl, one JSON object per line
+    rows = table.to_pylist()
+    (folder / "entries.parquet").unlink()
+    (folder / "entries.jsonl").write_text("".join(json.dumps({**r, "meta": json.loads(r["meta"])}) + "\n" for r in rows))
+    info = json.loads((folder / "index.json").read_text())
+    (folder / "index.json").write_text(json.dumps({**info, "version": 1}))
+    old = Index.load(folder)
+    assert old.entries() == Index.load(index.save(tmp_path / "new")).entries()
+    assert old.search(x[:3], k=5) == index.search(x[:3], k=5)
+    old.save(folder)  # saved again: the new layout
+    assert sorted(p.name for p in folder.iterdir()) == ["entries.parquet", "index.faiss", "index.json"]
+
+
 def test_failed_save_keeps_the_old_index(tmp_path):
     index, x = make("flat", n=20, d=8)
     index.save(tmp_path / "idx")
@@ -193,13 +216,17 @@ def test_corrupt_or_missing_folder_gives_clear_errors(tmp_path):
     with pytest.raises(VideoTextError, match="index.faiss"):
         Index.load(folder)
     index.save(folder)
-    lines = (folder / "entries.jsonl").read_text().splitlines()
-    (folder / "entries.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # one entry lost
+    table = pq.read_table(folder / "entries.parquet")
+    pq.write_table(table.slice(0, 49), folder / "entries.parquet")  # one entry lost
     with pytest.raises(VideoTextError, match="49 entries but index.json says 50"):
         Index.load(folder)
-    (folder / "entries.jsonl").write_text("{not json\n")
-    with pytest.raises(VideoTextError, match="entries.jsonl"):
+    (folder / "entries.parquet").write_bytes(b"PAR1 not parquet")
+    with pytest.raises(VideoTextError, match="entries.parquet: unreadable index entries"):
         Index.load(folder)
+    (folder / "entries.parquet").unlink()
+    with pytest.raises(VideoTextError, match="entries.parquet"):
+        Index.load(folder)
+    index.save(folder)
     (folder / "index.json").write_text("{")
     with pytest.raises(VideoTextError, match="index.json"):
         Index.load(folder)
@@ -291,7 +318,7 @@ def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
             batch["masks"][expert][row] = False  # missing experts: renormalised weights differ per video
     with torch.inference_mode():
         video = method.encode_video(batch)
-    model = LoadedModel(tmp_path, method, RunConfig(method="mmt"), torch.device("cpu"))
+    model = LoadedModel(tmp_path, method, RunConfig(method="mmt"), torch.device("cpu"), "fp32")
     assert model.rescores
     index = Index(int(method.index_vectors(video).shape[1]), model="mmt")
     model.add_to_index(index, video, [f"v{i}" for i in range(12)])
@@ -337,7 +364,7 @@ def test_build_index_update_adds_new_videos_and_drops_deleted_ones(tmp_path):
                 writer.add(name, rng.standard_normal((4, dim)).astype(np.float32), np.arange(4.0), step=1.0)
     config = RunConfig(method="mmt")
     config.data.experts = sorted(DIMS)
-    model = LoadedModel(tmp_path, make_mmt(tiny_bert(tmp_path / "bert")), config, torch.device("cpu"))
+    model = LoadedModel(tmp_path, make_mmt(tiny_bert(tmp_path / "bert")), config, torch.device("cpu"), "fp32")
     dataset = lambda ids: VideoTextDataset("t", [Video(id=i, path=f"{i}.mp4", captions=[f"cap {i}"]) for i in ids],  # noqa: E731
                                            splits={"test": list(ids)}, root=tmp_path)
     out = tmp_path / "idx"
@@ -376,7 +403,7 @@ def test_toco_search_reranks_the_shortlist_with_the_cross_encoder(tmp_path):
         text = encode_texts(method, TEXTS[:1])
         exact = method.rerank(text, video)[0]  # [5] the cross-encoder on every video
         cheap = method.cheap_similarity(text, video)[0]
-    model = LoadedModel(tmp_path, method, RunConfig(method="toco"), torch.device("cpu"))
+    model = LoadedModel(tmp_path, method, RunConfig(method="toco"), torch.device("cpu"), "fp32")
     index = Index(16, model="toco")
     model.add_to_index(index, video, [f"v{i}" for i in range(5)])
     index = Index.load(index.save(tmp_path / "idx"))

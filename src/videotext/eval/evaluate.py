@@ -21,6 +21,7 @@ from videotext.embedding import Embedding, concat_embeddings, embedding_to
 
 if TYPE_CHECKING:  # type hints only: models.base calls into this module (no import circle)
     from videotext.models.base import Method
+from videotext.runtime import full_precision, to_float32
 
 
 @dataclass
@@ -35,13 +36,22 @@ class Encoded:
 
 @torch.inference_mode()
 def encode_texts(method: Method, texts: Sequence[str], batch_size: int = 256, device: Any = "cpu") -> Embedding:
-    """Batched text embeddings on `device`, gathered on the CPU."""
+    """Batched text embeddings on `device`, gathered on the CPU (fp32 also under bf16 autocast).
+
+    Texts are batched in order of length (less padding per batch), rows come back in
+    the order given."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     parts = []
     for start in range(0, len(texts), batch_size):
-        batch = method.prepare_text(list(texts[start : start + batch_size]))
+        batch = method.prepare_text([texts[i] for i in order[start : start + batch_size]])
         batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
-        parts.append(embedding_to(method.encode_text(batch), "cpu"))
-    return concat_embeddings(parts)
+        parts.append(to_float32(embedding_to(method.encode_text(batch), "cpu")))
+    if not parts:
+        return concat_embeddings(parts)
+    inverse = torch.empty(len(order), dtype=torch.long)
+    inverse[torch.tensor(order)] = torch.arange(len(order))
+    embedding = concat_embeddings(parts)
+    return {k: v[inverse] for k, v in embedding.items()} if isinstance(embedding, dict) else embedding[inverse]
 
 
 @torch.inference_mode()
@@ -50,7 +60,7 @@ def encode_videos(method: Method, dataset: VideoTextDataset, read_features: Vide
     parts = []
     for batch in method.video_batches(dataset, read_features, batch_size):
         batch = _to_device(batch, device)
-        parts.append(embedding_to(method.encode_video(batch), "cpu"))
+        parts.append(to_float32(embedding_to(method.encode_video(batch), "cpu")))
     return concat_embeddings(parts)
 
 
@@ -82,8 +92,10 @@ def encode_split(method: Method, dataset: VideoTextDataset, read_features: Video
 
 @torch.inference_mode()
 def score(method: Method, encoded: Encoded) -> torch.Tensor:
-    """[n_captions, n_videos] similarity from the method's own scoring."""
-    return method.similarity(encoded.text, encoded.video).float()
+    """[n_captions, n_videos] similarity from the method's own scoring (fp32, autocast off)."""
+    device = next(iter(encoded.text.values())).device if isinstance(encoded.text, dict) else encoded.text.device
+    with full_precision(device):
+        return method.similarity(encoded.text, encoded.video).float()
 
 
 def evaluate_encoded(method: Method, encoded: Encoded, query_mask: np.ndarray | None = None,

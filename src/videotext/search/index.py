@@ -15,9 +15,16 @@ Kinds (`kind=`), and why:
   (nlist ≈ 4·sqrt(n), or `nlist=`); later adds reuse those centroids, `rebuild()` retrains.
 - ``"ivfpq"`` `IndexIVFPQ` (~dim/4 bytes per vector): for indexes too big for memory;
   scores and `embeddings_for` are approximate (PQ-decoded) there.
-- ``"auto"``  (default) flat up to `auto_threshold` vectors (50 000: an exact search over
-  50 000 × 256 floats takes ~4 ms on one core, no slower than encoding the query), HNSW above. The choice is made whenever
-  the index is (re)built: at the first `add`, on `rebuild()`, and once, automatically,
+- ``"auto"``  (default) flat up to `auto_threshold` vectors (40 000), HNSW above. From
+  bench/index_scale.py on 2 shared cores: exact search costs ~47 ns per 256-d vector
+  per query (p50 2.6 ms at 50 000, 47 ms at 10^6), so up to ~40 000 vectors it stays
+  under 2 ms and needs no graph. HNSW keeps M = 32, efConstruction = 100, efSearch = 128:
+  on 10^6 embedding-like (clustered) vectors a lighter graph (M = 16, efConstruction =
+  64) already finds 99.2 % of the exact top 10 at efSearch 32 (p50 0.13 ms) and 100 %
+  at efSearch 64 (p50 0.16 ms; built in 300 s, +1.5 GB resident), but on isotropic
+  random vectors (20 000 × 64, tests/unit/test_index.py) it drops to 0.76 where the
+  defaults reach >= 0.95; data without structure is where recall is lost, so the
+  defaults are sized for it. The choice is made whenever the index is (re)built: at the first `add`, on `rebuild()`, and once, automatically,
   when an `add` takes an auto-flat index past the threshold.
 
 Ids: every entry gets an internal int64 label (`IndexIDMap2` / IVF ids), so adds and
@@ -30,6 +37,10 @@ ToCo's cross-encoder) keep, per entry, the parts of their video embedding that t
 scoring needs (`add(..., parts={"experts": [N, M, D], ...})`). The index shortlists by
 the dot product; `parts_for(ids)` hands those parts back to re-score the shortlist
 (`LoadedModel.search`). They follow adds, removals and save/load (`parts.npz`).
+
+On disk (`save` / `load`): index.json (settings), index.faiss, entries.parquet (one
+row per entry: 10^6 entries save and load in seconds, bench/index_scale.py) and, with
+re-scoring parts, parts.npz. Folders of format version 1 (entries.jsonl) still load.
 
 Not thread-safe for writes: do not `add`/`remove` while another thread searches.
 """
@@ -49,12 +60,13 @@ import faiss
 import numpy as np
 
 from videotext.errors import DataFormatError, VideoTextError
-from videotext.io import atomic_open, atomic_path, write_json
+from videotext.io import atomic_path, write_json
 
 FORMAT = "videotext-index"
-VERSION = 1
+VERSION = 2  # 2: entries in entries.parquet (1: entries.jsonl, still read)
+ENTRIES, OLD_ENTRIES = "entries.parquet", "entries.jsonl"
 KINDS = ("auto", "flat", "hnsw", "ivf", "ivfpq")
-AUTO_THRESHOLD = 50_000
+AUTO_THRESHOLD = 40_000  # exact search stays under 2 ms per query up to here (module docstring)
 
 
 @dataclass
@@ -385,7 +397,7 @@ class Index:
 
     # ---- persistence ------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the folder `path` (index.json, entries.jsonl, index.faiss) atomically: it is
+        """Write the folder `path` (index.json, entries.parquet, index.faiss) atomically: it is
         written beside `path` then renamed, so a crash leaves the old index or none."""
         target = Path(path)
         if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not (target / "index.json").exists())):
@@ -395,12 +407,8 @@ class Index:
         try:
             with atomic_path(tmp / "index.faiss") as p:
                 faiss.write_index(self._faiss or faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), str(p))
-            with atomic_open(tmp / "entries.jsonl", "w", encoding="utf-8") as f:
-                for label, entry in self._entries.items():
-                    try:
-                        f.write(json.dumps({"label": label, **entry.to_dict()}, ensure_ascii=False) + "\n")
-                    except (TypeError, ValueError) as err:
-                        raise VideoTextError(f"entry {entry.id!r}: meta is not JSON-serialisable ({err})") from None
+            with atomic_path(tmp / ENTRIES) as p:
+                write_entries(p, self._entries)
             if self.part_names:
                 labels = list(self._entries)
                 with atomic_path(tmp / "parts.npz") as p, open(p, "wb") as f:
@@ -432,12 +440,13 @@ class Index:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Index":
-        """Read a folder written by `save`; a missing or inconsistent folder raises VideoTextError."""
+        """Read a folder written by `save` (or by version 1, whose entries were JSON lines); a
+        missing or inconsistent folder raises VideoTextError."""
         folder = Path(path)
         if not folder.is_dir():
             raise VideoTextError(f"{folder}: index folder not found (build one with `videotext index build`)")
-        for name in ("index.json", "entries.jsonl", "index.faiss"):
-            if not (folder / name).is_file():
+        for name in ("index.json", ENTRIES, "index.faiss"):
+            if not (folder / name).is_file() and not (name == ENTRIES and (folder / OLD_ENTRIES).is_file()):
                 raise DataFormatError(folder / name, None, "missing; not a videotext index folder (or an interrupted copy)")
         info_path = folder / "index.json"
         try:
@@ -454,17 +463,9 @@ class Index:
             if isinstance(err, DataFormatError):
                 raise
             raise DataFormatError(info_path, None, f"corrupt index metadata ({err})") from None
-        entries_path = folder / "entries.jsonl"
-        with open(entries_path, encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    label, entry = int(row.pop("label")), Entry.from_dict(row)
-                except (ValueError, KeyError, TypeError, VideoTextError) as err:
-                    raise DataFormatError(entries_path, f"line {line_no}", f"bad entry ({err})") from None
-                index._entries[label], index._labels[entry.id] = entry, label
+        entries_path = folder / (ENTRIES if (folder / ENTRIES).is_file() else OLD_ENTRIES)  # version 1: JSON lines
+        for label, entry in (read_entries(entries_path) if entries_path.name == ENTRIES else read_entry_lines(entries_path)):
+            index._entries[label], index._labels[entry.id] = entry, label
         if len(index._labels) != len(index._entries):
             raise DataFormatError(entries_path, None, "the same id appears on several lines")
         if len(index) != count:
@@ -505,6 +506,72 @@ class Index:
             raise DataFormatError(path, None, f"parts of {len(labels)} entries, inconsistent with {len(self)} entries")
         self._parts = {label: {n: a[row] for n, a in arrays.items()} for row, label in enumerate(labels)}
         self.part_names = tuple(sorted(names))
+
+
+def write_entries(path: str | os.PathLike, entries: dict[int, Entry]) -> None:
+    """Entries as one Parquet table (label, id, path, start, end, video_id, meta as JSON text):
+    1 M entries save in about a second, where a JSON document of them took ten."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = list(entries.values())
+    metas = []
+    for entry in values:
+        try:
+            metas.append(json.dumps(entry.meta, ensure_ascii=False) if entry.meta else "{}")
+        except (TypeError, ValueError) as err:
+            raise VideoTextError(f"entry {entry.id!r}: meta is not JSON-serialisable ({err})") from None
+    table = pa.table({
+        "label": pa.array(list(entries), pa.int64()),
+        "id": pa.array([e.id for e in values], pa.string()),
+        "path": pa.array([e.path for e in values], pa.string()),
+        "start": pa.array([e.start for e in values], pa.float64()),
+        "end": pa.array([e.end for e in values], pa.float64()),
+        "video_id": pa.array([e.video_id for e in values], pa.string()),
+        "meta": pa.array(metas, pa.string()),
+    })
+    pq.write_table(table, path)
+
+
+def _entry(id: str, path: str | None, start: float | None, end: float | None, video_id: str, meta: dict) -> Entry:
+    """An Entry without re-running the checks of `__post_init__` (stored entries passed them)."""
+    entry = Entry.__new__(Entry)
+    entry.__dict__.update(id=id, path=path, start=start, end=end, video_id=video_id, meta=meta)
+    return entry
+
+
+def read_entries(path: Path) -> list[tuple[int, Entry]]:
+    """(label, entry) pairs of an entries.parquet written by `write_entries`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = ["label", "id", "path", "start", "end", "video_id", "meta"]
+    try:
+        table = pq.read_table(path, columns=columns)
+        data = {name: table.column(name).to_pylist() for name in columns}
+        metas = data["meta"]
+        meta = [{} for _ in metas] if all(m == "{}" for m in metas) else json.loads("[" + ",".join(metas) + "]")
+    except (pa.ArrowException, OSError, ValueError, KeyError) as err:
+        raise DataFormatError(path, None, f"unreadable index entries ({str(err).splitlines()[0]})") from None
+    if any(v is None for v in data["id"]) or any(v is None for v in data["label"]):
+        raise DataFormatError(path, None, "an entry has no id or label")
+    return [(label, _entry(*fields)) for label, *fields in
+            zip(data["label"], data["id"], data["path"], data["start"], data["end"], data["video_id"], meta)]
+
+
+def read_entry_lines(path: Path) -> list[tuple[int, Entry]]:
+    """(label, entry) pairs of a version-1 entries.jsonl (one JSON object per line)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                out.append((int(row.pop("label")), Entry.from_dict(row)))
+            except (ValueError, KeyError, TypeError, VideoTextError) as err:
+                raise DataFormatError(path, f"line {line_no}", f"bad entry ({err})") from None
+    return out
 
 
 def merge_hits(hits: Sequence[Hit], gap: float = 0.0) -> list[Hit]:

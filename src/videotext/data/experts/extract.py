@@ -42,6 +42,7 @@ from videotext.data.schema import Segment, VideoTextDataset
 from videotext.data.video import find_videos, probe, read_audio, read_frames
 from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 from videotext.io import FailureLog
+from videotext.runtime import set_threads
 
 _NEEDS_MEDIA = ("frames", "audio")
 
@@ -271,8 +272,9 @@ def _init_worker(_: int) -> None:
 
 
 def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size: int | None = None,
-                  device: str | None = None, options: dict[str, dict[str, Any]] | None = None) -> dict[str, Expert]:
-    """Experts by name; `rate`, `batch_size`, `device` go to every expert that takes them."""
+                  device: str | None = None, options: dict[str, dict[str, Any]] | None = None,
+                  precision: str | None = None) -> dict[str, Expert]:
+    """Experts by name; `rate`, `batch_size`, `device`, `precision` go to every expert that takes them."""
     built: dict[str, Expert] = {}
     for name in names:
         if isinstance(name, Expert):
@@ -286,7 +288,7 @@ def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size
         unknown = sorted(set(kwargs) - set(accepted))
         if unknown:
             raise VideoTextError(f"expert {name!r}: unknown option(s) {unknown}; it takes {sorted(accepted)}")
-        for key, value in (("rate", rate), ("batch_size", batch_size), ("device", device)):
+        for key, value in (("rate", rate), ("batch_size", batch_size), ("device", device), ("precision", precision)):
             if value is not None and key in accepted:
                 kwargs.setdefault(key, value)
         built[name] = get_expert(name, **kwargs)
@@ -311,6 +313,8 @@ def extract_features(
     overwrite: bool = False,
     start_method: str = "forkserver",
     shard: tuple[int, int] | None = None,
+    precision: str = "auto",
+    threads: int = 0,
 ) -> dict[str, Any]:
     """Extract `experts` for every video of `source` into the FeatureStore at `out_dir`.
 
@@ -326,6 +330,8 @@ def extract_features(
     a script calling this with `workers > 0` needs an `if __name__ == "__main__":` guard.
     `shard=(rank, world_size)` processes every world_size-th video from `rank`; ranks
     may share `out_dir` (each writes its own parts; merges take a file lock).
+    `precision` (auto | fp32 | bf16) is the networks' inference precision and `threads`
+    the main process's torch threads (0 = physical cores), see `videotext.runtime`.
 
     Under `torchrun` (WORLD_SIZE > 1, `shard` not given) the ranks split the videos
     (rank r takes videos r::R), each writes its own part files, and rank 0 merges them
@@ -341,7 +347,9 @@ def extract_features(
         device = str(rank_device) if rank_device is not None and device.startswith("cuda") else device
         shard = (dist.rank(), dist.world())
     main = not ranks or dist.is_main()
-    built = build_experts(experts, rate=rate, batch_size=batch_size, device=device, options=options)
+    set_threads(threads)
+    built = build_experts(experts, rate=rate, batch_size=batch_size, device=device, options=options,
+                          precision=precision)
     store = FeatureStore(out_dir)
     log = failures if isinstance(failures, FailureLog) else FailureLog(failures or Path(out_dir) / "failures.jsonl")
 

