@@ -118,7 +118,7 @@ def test_earlier_build_is_an_option():
 def test_a_frozen_text_model_is_run_once_per_caption_with_the_same_states():
     torch.manual_seed(0)
     model = build_method("toco", {**PAPER, "hidden_dim": 32, "num_heads": 4, "ff_dim": 64, "freeze_text": True},
-                         expert_dims={"a": 6}).eval()
+                         expert_dims={"a": 6}).train()  # cached while training only
     model.fit_tfidf(TEXTS)
     batch = model.prepare_text(TEXTS)
     cached = model.encode_text(batch)
@@ -132,3 +132,6 @@ def test_a_frozen_text_model_is_run_once_per_caption_with_the_same_states():
     again = model.encode_text(model.prepare_text(TEXTS[::-1]))
     hook.remove()
     assert calls == [] and torch.equal(again["tokens"][0], cached["tokens"][3])
+    model.eval()  # inference runs the model: queries are not cached
+    model.encode_text(model.prepare_text(["a new query"]))
+    assert "a new query" not in model._text_cache

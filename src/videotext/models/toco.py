@@ -196,8 +196,8 @@ class ToCo(Method):
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         if self.config.text_features == "embeddings":
             tokens = types = self.text_model(input_ids=ids)  # [N, L, d_y]
-        elif self.config.freeze_text and "texts" in batch:
-            tokens, types = self._cached_text_states(batch)
+        elif self.config.freeze_text and self.training and "texts" in batch:
+            tokens, types = self._cached_text_states(batch)  # training captions recur every epoch
         else:
             tokens, types = self._text_states(ids, mask)
         interest = batch["interest"] & mask
@@ -218,7 +218,8 @@ class ToCo(Method):
         return tokens, (out.hidden_states[0] if self.config.text_features == "contextual" else tokens)
 
     def _cached_text_states(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """A frozen text model gives the same states for the same caption: run it once per caption."""
+        """A frozen text model gives the same states for the same caption: run it once per training caption
+        (not at inference, where every new query would grow the cache)."""
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         cache = self.__dict__.setdefault("_text_cache", {})  # not a buffer: never saved
         missing = [i for i, t in enumerate(batch["texts"]) if t not in cache]
