@@ -1,12 +1,12 @@
 """Benchmark: Frozen in Time video encoder inference, bf16 autocast vs our fp32 path.
 
-Forward passes (encoding, `torch.inference_mode()`) of the space-time transformer at the
-`small` and `base` presets on random clips, with `--precision fp32` (our fused-attention
-fp32 path, which runs at the official code's speed: bench/frozen_attention.py) and
-`--precision bf16` (`videotext.runtime.autocast`), and with the weights themselves cast
-to bf16 (no per-op casts: what a deployment that only encodes can do), alternating on
-the same weights and inputs; prints clips/s, the ratios, and the minimum cosine of each
-bf16 output to fp32.
+Clip encoding (`FrozenInTime.encode_clips`, `torch.inference_mode()`) at the `small` and
+`base` presets on random clips, three ways, alternating on the same weights and inputs:
+`fp32` (our fused-attention fp32 path, which runs at the official code's speed:
+bench/frozen_attention.py); `bf16 autocast` alone (`videotext.runtime.autocast`); and the
+library's bf16 path, what `load_model(..., precision="bf16")` (and `auto` on a bf16 CPU) runs:
+`cast_for_inference` stores the space-time tower's weights in bf16, under autocast. Prints
+clips/s, the ratios, and the minimum cosine of each bf16 output to fp32.
 
     python bench/frozen_precision.py                  # small (batch 16) and base (batch 2), 4 frames
     python bench/frozen_precision.py --presets base --steps 5
@@ -23,30 +23,30 @@ from pathlib import Path
 import torch
 
 from videotext.io import write_json
-from videotext.models.frozen import PRESETS
-from videotext.models.layers.space_time import SpaceTimeTransformer
+from videotext.models import build_method
+from videotext.models.frozen import PRESETS, FrozenInTime
 from videotext.runtime import autocast, cpu_supports_bf16, set_threads
 
 BATCH = {"small": 16, "base": 2}
 
 
-def encode(model: SpaceTimeTransformer, clips: torch.Tensor, dtype: torch.dtype | None) -> tuple[float, torch.Tensor]:
-    """Seconds of one forward pass and its fp32 output [B, D]."""
+def encode(method: FrozenInTime, clips: torch.Tensor, dtype: torch.dtype | None) -> tuple[float, torch.Tensor]:
+    """Seconds of one clip encoding and its fp32 output [B, E]."""
     start = time.perf_counter()
     with torch.inference_mode(), autocast(dtype):
-        out = model(clips.to(next(model.parameters()).dtype))
+        out = method.encode_clips(clips)
     return time.perf_counter() - start, out.float()
 
 
 def bench_preset(preset: str, batch: int, frames: int, steps: int) -> dict:
     size = PRESETS[preset]
     torch.manual_seed(0)
-    model = SpaceTimeTransformer(size["img_size"], size["patch_size"], size["video_dim"], size["depth"],
-                                 size["heads"], max_frames=frames, time_init="random").eval()
-    model.set_fused(True)
+    method = build_method("frozen", {"preset": preset, "num_frames": frames, "freeze_text": True,
+                                     "time_init": "random"}).eval()
     clips = torch.randn(batch, frames, 3, size["img_size"], size["img_size"])
-    models = {"fp32": (model, None), "bf16": (model, torch.bfloat16),
-              "bf16_weights": (copy.deepcopy(model).to(torch.bfloat16), None)}
+    library = copy.deepcopy(method)
+    library.cast_for_inference(torch.bfloat16)  # as load_model does under bf16
+    models = {"fp32": (method, None), "bf16": (method, torch.bfloat16), "bf16_weights": (library, torch.bfloat16)}
     best = {name: float("inf") for name in models}
     outputs = {}
     for step in range(steps + 1):  # step 0 warms up; alternate so load drift hits all alike
@@ -78,7 +78,7 @@ def main() -> None:
         rows.append(row)
         s, r, c = row["clips_per_s"], row["over_fp32"], row["min_cosine"]
         print(f"  {preset:5s} batch {row['batch']:2d}: fp32 {s['fp32']:7.2f} clips/s | bf16 autocast {s['bf16']:7.2f} "
-              f"({r['bf16']:.2f}x, min cos {c['bf16']:.5f}) | bf16 weights {s['bf16_weights']:7.2f} "
+              f"({r['bf16']:.2f}x, min cos {c['bf16']:.5f}) | library bf16 (weights) {s['bf16_weights']:7.2f} "
               f"({r['bf16_weights']:.2f}x, min cos {c['bf16_weights']:.5f})")
     write_json(args.out, {"bench": "frozen_precision", "rows": rows, "threads": threads,
                           "torch": torch.__version__, "machine": platform.machine()})

@@ -348,4 +348,7 @@ def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "aut
     load_weights(folder, method)
     torch_device = resolve_device(device)
     method.to(torch_device).eval()
-    return LoadedModel(run_dir, method, config, torch_device, precision)
+    model = LoadedModel(run_dir, method, config, torch_device, precision)
+    if model.dtype is not None:  # a loaded run only encodes: bf16 weights where the method gains from them
+        method.cast_for_inference(model.dtype)
+    return model

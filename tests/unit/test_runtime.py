@@ -118,3 +118,23 @@ def test_bf16_appearance_features_are_within_cosine_0999_of_fp32():
     assert min_cosine(bf16, fp32) >= 0.999
     assert not torch.equal(bf16, fp32)
     assert "precision" not in bf16_expert.config()  # the stored features' identity does not change
+
+
+def test_frozen_bf16_weights_for_inference_stay_within_cosine_0999_of_fp32():
+    """`load_model` under bf16 casts Frozen's space-time tower (cast_for_inference); clips still
+    come in as fp32 pixels."""
+    from videotext.models import build_method
+
+    torch.manual_seed(0)
+    method = build_method("frozen", {"preset": "tiny", "num_frames": 4, "freeze_text": True,
+                                     "time_init": "random"}).eval()
+    clips = torch.randn(6, 4, 3, method.img_size, method.img_size)
+    with torch.inference_mode():
+        fp32 = method.encode_clips(clips)
+        method.cast_for_inference(torch.bfloat16)
+        with runtime.autocast(torch.bfloat16):
+            bf16 = method.encode_clips(clips).float()  # the projection ran under autocast
+    assert method.video_model.cls_token.dtype is torch.bfloat16 and method.vid_proj[0].weight.dtype is torch.float32
+    assert bf16.shape == fp32.shape
+    assert min_cosine(bf16, fp32) >= 0.999
+    assert not torch.equal(bf16, fp32)

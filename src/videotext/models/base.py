@@ -113,6 +113,11 @@ class Method(nn.Module):
 
         return video_batches(dataset, read_features, batch_size)
 
+    def cast_for_inference(self, dtype: torch.dtype) -> None:
+        """Store the weights of networks that run faster without autocast's per-op casts in
+        `dtype` (bf16), for a model that only encodes from now on. Default: nothing; under
+        bf16 autocast the other methods' matrix products already run in bf16."""
+
     def expert_options(self) -> dict[str, dict[str, Any]]:
         """Extraction options per expert that this method's weights require (e.g. the CLIP image
         tower matching its text tower); `index build` uses them for new videos. Default: none."""
