@@ -44,6 +44,14 @@ def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_synth, tmp_path):
     # the resumed log reads like the uninterrupted one: same steps, no duplicates
     steps = lambda run: [(e["kind"], e["step"]) for e in read_metrics_log(run)]  # noqa: E731
     assert steps(tmp_path / "resumed") == steps(tmp_path / "full")
+    # training seconds are logged, grow with every step, and carry over the resume (the checkpoint
+    # at step 4 holds the clock; steps 5+ of the resumed run continue from it)
+    for run in ("full", "resumed"):
+        clock = [(e["train_s"], e["train_cpu_s"]) for e in read_metrics_log(tmp_path / run) if e["kind"] == "train"]
+        assert len(clock) >= 3 and clock[0][0] > 0 and clock[0][1] > 0
+        assert all(b[0] >= a[0] and b[1] >= a[1] for a, b in zip(clock, clock[1:]))
+    val = [e for e in read_metrics_log(tmp_path / "resumed") if e["kind"] == "val"]
+    assert all("train_s" in e for e in val) and val[-1]["train_s"] > val[0]["train_s"]
 
 
 def test_selection_uses_validation_and_test_runs_once(tiny_synth, tmp_path):

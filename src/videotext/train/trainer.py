@@ -226,6 +226,7 @@ class Trainer:
             bar = _progress(range(start, batches_in_epoch), self.progress and self.rank == 0,
                             f"epoch {epoch + 1}/{cfg.train.epochs}")
             for index in bar:
+                wall, cpu = time.perf_counter(), time.process_time()
                 batch = _to_device(self.batches.batch(epoch, index), self.device)
                 last_of_epoch = index + 1 == batches_in_epoch
                 sync = (index + 1) % accumulate == 0 or last_of_epoch
@@ -234,12 +235,14 @@ class Trainer:
                     if self.world > 1:  # log the mean over ranks (equal on every rank with global negatives)
                         parts = dist.all_reduce_mean(parts)
                     self._optimizer_step()
+                self._add_train_time(time.perf_counter() - wall, time.process_time() - cpu)
+                if sync:
                     self.state["step"] += 1
                     step = self.state["step"]
                     self.state["epoch"], self.state["batch"] = epoch, index + 1
                     if step % cfg.train.log_every == 0 or last_of_epoch:
                         self.log.write({"kind": "train", "step": step, "epoch": epoch + (index + 1) / batches_in_epoch,
-                                        "lr": self.scheduler.last_lr, **parts})
+                                        "lr": self.scheduler.last_lr, **parts, **self._train_time()})
                     if hasattr(bar, "set_postfix"):
                         bar.set_postfix(loss=f"{parts['loss']:.4f}", lr=f"{self.scheduler.last_lr:.2e}")
                     if self.on_step:
@@ -257,6 +260,17 @@ class Trainer:
         if self.val_set is None and self.rank == 0:  # no validation split: the last weights are the selected ones
             save_checkpoint(ckpt / "best", self.method, self._meta(selected_by="last epoch (no validation split)"))
         return True
+
+    def _add_train_time(self, wall: float, cpu: float) -> None:
+        """Count one batch's seconds (loading it included, validation not) in the resumable state."""
+        self.state["train_s"] = self.state.get("train_s", 0.0) + wall
+        self.state["train_cpu_s"] = self.state.get("train_cpu_s", 0.0) + cpu
+
+    def _train_time(self) -> dict[str, float]:
+        """Training seconds so far, wall and this process's CPU (all its threads), for the log: the
+        cost of a schedule (e.g. Frozen's frame curriculum, Table 3's pre-training hours)."""
+        return {"train_s": round(self.state.get("train_s", 0.0), 2),
+                "train_cpu_s": round(self.state.get("train_cpu_s", 0.0), 2)}
 
     def _forward_backward(self, batch: dict[str, Any], accumulate: int, sync: bool = True) -> dict[str, float]:
         autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None
@@ -297,6 +311,7 @@ class Trainer:
         selected = best is None or value > best
         if self.rank == 0:
             self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
+                            **self._train_time(),
                             **metric_directions(metrics)})
         self.state["stale"] = 0 if selected else self.state.get("stale", 0) + 1
         if selected:
