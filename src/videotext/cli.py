@@ -331,17 +331,27 @@ def localize_command(
 @app.command()
 @user_errors
 def compare(
-    runs: List[Path] = typer.Argument(..., help="Finished run directories (test_metrics.json or seeds_summary.json)."),
+    runs: List[Path] = typer.Argument(..., help="Finished run directories (test_metrics.json, seeds_summary.json or seed_N/ runs)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for comparison.json and report/index.html."),
     labels: Optional[str] = typer.Option(None, help="Comma-separated row labels (default: the run folder names)."),
     direction: str = typer.Option("t2v", help="Direction to compare (t2v, v2t, par2vid, …)."),
     metric: str = typer.Option("R1", help="Metric of the bar chart."),
     title: str = typer.Option("Run comparison", help="Report title."),
+    baseline: Optional[str] = typer.Option(None, help="Row label to pair the others with, seed by seed (--seeds folders)."),
 ) -> None:
     """Compare finished runs: one table and one bar chart (ablations, baselines)."""
     from videotext.eval.compare import compare_runs
+    from videotext.eval.retrieval import format_mean_std
 
-    page = compare_runs(runs, out, split_list(labels) if labels else None, direction, metric, title)
+    page = compare_runs(runs, out, split_list(labels) if labels else None, direction, metric, title, baseline)
+    saved = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+    for label, row in saved["metrics"].items():
+        value = row[metric]
+        typer.echo(f"{label:24s} {direction} {metric} {format_mean_std(value) if isinstance(value, dict) else f'{value:.1f}'}")
+    for label, paired in saved["paired"].items():
+        if paired:
+            signs = ", ".join(f"{d:+.1f}" for d in paired["per_seed"].values())
+            typer.echo(f"{label} − {baseline}: {format_mean_std(paired)} paired by seed ({signs})")
     typer.echo(f"report: {page}")
 
 

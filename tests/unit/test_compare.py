@@ -41,3 +41,29 @@ def test_compare_errors_name_the_problem(tmp_path):
         compare_runs([a], tmp_path / "out", labels=["x", "y"])
     with pytest.raises(VideoTextError, match="metric 'R7'"):
         compare_runs([a], tmp_path / "out", metric="R7")
+
+
+def make_seeds(root, name, r1_by_seed):
+    """A `--seeds` folder whose seeds were trained as separate jobs: seed_N/test_metrics.json only."""
+    for seed, r1 in r1_by_seed.items():
+        (root / name / f"seed_{seed}").mkdir(parents=True)
+        (root / name / f"seed_{seed}" / "test_metrics.json").write_text(json.dumps({"t2v": {"R1": r1, "MdR": 2.0}}))
+    return root / name
+
+
+def test_compare_pairs_seeded_rows_with_a_baseline_seed_by_seed(tmp_path):
+    base = make_seeds(tmp_path, "none", {0: 60.0, 1: 62.0, 2: 58.0})
+    cross = make_seeds(tmp_path, "cross", {0: 58.0, 1: 61.0, 2: 55.0, 3: 70.0})  # seed 3 has no partner
+    single = make_run(tmp_path, "single", 50.0)
+    assert run_metrics(base)["R1"] == {"mean": 60.0, "std": 2.0, "n": 3}
+    page = compare_runs([base, cross, single], tmp_path / "cmp", labels=["none", "cross", "one"], baseline="none")
+    saved = json.loads((tmp_path / "cmp/comparison.json").read_text())
+    paired = saved["paired"]["cross"]
+    assert paired["per_seed"] == {"0": -2.0, "1": -1.0, "2": -3.0}
+    assert paired["mean"] == pytest.approx(-2.0) and paired["std"] == pytest.approx(1.0) and paired["n"] == 3
+    assert saved["paired"]["one"] is None  # a single run has no seeds to pair
+    html = page.read_text()
+    assert "cross − none, t2v R1 paired by seed: -2.0 ± 1.0 (-2.0, -1.0, -3.0)" in html
+    assert "one − none, t2v R1 paired by seed: –" in html
+    with pytest.raises(VideoTextError, match="--baseline 'dual' is not a row label"):
+        compare_runs([base], tmp_path / "out", baseline="dual")

@@ -12,21 +12,64 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from videotext.errors import DataFormatError, VideoTextError
-from videotext.eval.report import _new_figure, _save, write_report
+from videotext.eval.report import _cell, _new_figure, _save, write_report
+from videotext.eval.retrieval import aggregate_seeds
 from videotext.io import write_json
 
 
+def _direction(path: Path, data: dict[str, Any], direction: str) -> dict[str, Any]:
+    if direction not in data:
+        raise DataFormatError(path, direction, f"no such direction (have {sorted(k for k, v in data.items() if isinstance(v, dict))})")
+    return data[direction]
+
+
+def seed_metrics(run_dir: str | Path, direction: str = "t2v") -> dict[int, dict[str, Any]]:
+    """{seed: metrics} of a `--seeds` folder's finished `seed_N/` runs (empty for a single run)."""
+    found = {}
+    for child in sorted(Path(run_dir).glob("seed_*")):
+        path = child / "test_metrics.json"
+        if child.name[5:].isdigit() and path.exists():
+            found[int(child.name[5:])] = _direction(path, json.loads(path.read_text(encoding="utf-8")), direction)
+    return found
+
+
 def run_metrics(run_dir: str | Path, direction: str = "t2v") -> dict[str, Any]:
-    """One direction's metrics of a run; values are numbers or {"mean", "std", "n"}."""
+    """One direction's metrics of a run; values are numbers or {"mean", "std", "n"}.
+
+    A `--seeds` folder gives its seeds_summary.json, or, while that is not written (seeds
+    trained as separate jobs into `seed_N/`), the mean ± std of its finished seeds."""
     run_dir = Path(run_dir)
     for name in ("seeds_summary.json", "test_metrics.json"):
         path = run_dir / name
         if path.exists():
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if direction not in data:
-                raise DataFormatError(path, direction, f"no such direction (have {sorted(k for k, v in data.items() if isinstance(v, dict))})")
-            return data[direction]
-    raise VideoTextError(f"{run_dir}: no test_metrics.json or seeds_summary.json (is the run finished?)")
+            return _direction(path, json.loads(path.read_text(encoding="utf-8")), direction)
+    seeds = seed_metrics(run_dir, direction)
+    if seeds:
+        return aggregate_seeds(list(seeds.values()))
+    raise VideoTextError(f"{run_dir}: no test_metrics.json, seeds_summary.json or seed_N/test_metrics.json "
+                         "(is the run finished?)")
+
+
+def paired_difference(row: dict[int, dict[str, Any]], baseline: dict[int, dict[str, Any]],
+                      metric: str) -> dict[str, Any] | None:
+    """`metric` of row − baseline, seed by seed over the seeds both have: {"mean", "std", "n",
+    "per_seed": {seed: difference}}; None when they share no seed. Pairing removes what a seed
+    does to both (its split-independent initialisation and batch order), so the spread of the
+    difference is what tells two methods apart, not the two rows' own spreads."""
+    seeds = sorted(set(row) & set(baseline))
+    if not seeds:
+        return None
+    per_seed = {seed: float(_mean_std(row[seed][metric])[0]) - float(_mean_std(baseline[seed][metric])[0])
+                for seed in seeds}
+    summary = aggregate_seeds([{"d": d} for d in per_seed.values()])["d"]
+    return {**summary, "per_seed": per_seed}
+
+
+def _paired_cell(paired: dict[str, Any] | None) -> str:
+    if paired is None:
+        return "–"
+    signs = ", ".join(f"{d:+.1f}" for d in paired["per_seed"].values())
+    return f"{_cell(paired)} ({signs})"
 
 
 def _mean_std(value: Any) -> tuple[float, float]:
@@ -37,8 +80,12 @@ def _mean_std(value: Any) -> tuple[float, float]:
 
 
 def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, labels: Sequence[str] | None = None,
-                 direction: str = "t2v", metric: str = "R1", title: str = "Run comparison") -> Path:
-    """Write out/report/index.html (table + bar chart of `metric`) and out/comparison.json."""
+                 direction: str = "t2v", metric: str = "R1", title: str = "Run comparison",
+                 baseline: str | None = None) -> Path:
+    """Write out/report/index.html (table + bar chart of `metric`) and out/comparison.json.
+
+    With `baseline` (a row label), each seeded row also gets its paired difference in `metric`
+    to that row: mean ± std over the shared seeds and each seed's sign."""
     if not run_dirs:
         raise VideoTextError("compare: give at least one run directory")
     labels = list(labels) if labels else [Path(r).name for r in run_dirs]
@@ -47,11 +94,18 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, labels: Sequen
     rows = {label: run_metrics(run, direction) for label, run in zip(labels, run_dirs)}
     if any(metric not in row for row in rows.values()):
         raise VideoTextError(f"compare: metric {metric!r} is not in every run's {direction} metrics")
+    paired: dict[str, Any] = {}
+    if baseline is not None:
+        if baseline not in rows:
+            raise VideoTextError(f"compare: --baseline {baseline!r} is not a row label (rows: {', '.join(rows)})")
+        seeds = {label: seed_metrics(run, direction) for label, run in zip(labels, run_dirs)}
+        paired = {label: paired_difference(seeds[label], seeds[baseline], metric)
+                  for label in labels if label != baseline}
     out = Path(out)
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
     write_json(out / "comparison.json", {"direction": direction, "runs": dict(zip(labels, map(str, run_dirs))),
-                                         "metrics": rows})
+                                         "metrics": rows, "baseline": baseline, "paired": paired})
     means, stds = zip(*(_mean_std(row[metric]) for row in rows.values()))
     fig, (ax,) = _new_figure(max(4.0, 0.9 * len(rows) + 1.5), 3.2)
     ax.bar(range(len(rows)), means, yerr=stds if any(stds) else None, capsize=4, color="#1f77b4")
@@ -60,6 +114,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, labels: Sequen
     for x, (m, s) in enumerate(zip(means, stds)):
         ax.annotate(f"{m:.1f}", (x, m + s), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
     name = _save(fig, report_dir / "comparison.png")
-    notes = [f"{label}: {run}" for label, run in zip(labels, run_dirs)]
+    notes = [f"{label} − {baseline}, {direction} {metric} paired by seed: {_paired_cell(d)}"
+             for label, d in paired.items()] + [f"{label}: {run}" for label, run in zip(labels, run_dirs)]
     return write_report(out, title=title, metrics_log=[], test_metrics={}, tables={f"{title} ({direction})": rows},
                         notes=notes, method_figures=[(name, f"{direction} {metric} per run (error bars: std over seeds)")])
