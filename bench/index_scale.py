@@ -26,6 +26,7 @@ from other processes on a shared machine hits exact and approximate alike.
     python bench/index_scale.py                       # clustered, HNSW, 1 000 000 × 256
     python bench/index_scale.py --data random         # the issue-9 worst case, IVF, ~4 min on 2 cores
     python bench/index_scale.py --n 100000 --out /tmp/x.json
+    python bench/index_scale.py --persist-only        # save/load of 10^6 entries only, ~1 min
 """
 from __future__ import annotations
 
@@ -69,7 +70,10 @@ def rss_mb() -> float:
 
 
 def save_load_seconds(index: Index) -> dict[str, float]:
-    """Seconds to save `index` (entries.parquet + FAISS file) and to load it back."""
+    """Seconds to save `index` (entries.parquet + FAISS file) and to load it back, and the
+    entries alone (`write_entries` / `read_entries`, the issue-19 target of <= 5 s at 10^6)."""
+    from videotext.search.index import _gc_paused, read_entries, write_entries
+
     folder = Path(tempfile.mkdtemp(prefix="vt-index-scale-"))
     try:
         t = time.perf_counter()
@@ -79,11 +83,40 @@ def save_load_seconds(index: Index) -> dict[str, float]:
         loaded = Index.load(folder / "index")
         load = time.perf_counter() - t
         assert len(loaded) == len(index)
+        del loaded
         size = sum(p.stat().st_size for p in (folder / "index").iterdir()) / 2**20
         entries = (folder / "index" / "entries.parquet").stat().st_size / 2**20
+        t = time.perf_counter()
+        write_entries(folder / "entries.parquet", index._entries)
+        entries_save = time.perf_counter() - t
+        t = time.perf_counter()
+        with _gc_paused():  # as Index.load reads them
+            assert len(read_entries(folder / "entries.parquet")) == len(index)
+        entries_load = time.perf_counter() - t
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return {"save_s": saved, "load_s": load, "folder_mb": size, "entries_mb": entries}
+    return {"save_s": saved, "load_s": load, "folder_mb": size, "entries_mb": entries,
+            "entries_save_s": entries_save, "entries_load_s": entries_load}
+
+
+def print_persistence(persist: dict[str, float], n: int) -> None:
+    print(f"save {persist['save_s']:.1f}s, load {persist['load_s']:.1f}s of {n} entries "
+          f"(folder {persist['folder_mb']:.0f} MB, entries.parquet {persist['entries_mb']:.0f} MB); "
+          f"entries alone: save {persist['entries_save_s']:.1f}s, load {persist['entries_load_s']:.1f}s", flush=True)
+
+
+def persist_main(args: argparse.Namespace) -> None:
+    """Only saving and loading: an exact index of `n` clustered vectors (no HNSW build, which
+    takes minutes), so the persistence figures can be re-timed on a quiet machine quickly."""
+    rng = np.random.default_rng(args.seed)
+    centres = unit_vectors(rng, args.clusters, args.dim, rng.standard_normal((32, args.dim), dtype=np.float32))
+    flat = Index(args.dim, kind="flat")
+    flat.add(clustered_vectors(rng, centres, args.n, args.spread), [f"video{i:07d}" for i in range(args.n)])
+    persist = save_load_seconds(flat)
+    print_persistence(persist, args.n)
+    write_json(args.out, {"bench": "index_scale", "data": "persist-only", "kind": "flat", "n": args.n,
+                          "dim": args.dim, "faiss": faiss.__version__, "persistence": persist})
+    print(f"wrote {args.out}")
 
 
 def interleaved_latency(flat: Index, ivf: Index, nprobes: list[int], queries: np.ndarray,
@@ -151,9 +184,13 @@ def main() -> None:
     parser.add_argument("--hnsw-m", type=int, default=16)
     parser.add_argument("--ef-construction", type=int, default=64)
     parser.add_argument("--ef-search", type=int, nargs="+", default=[16, 32, 64, 128])
+    parser.add_argument("--persist-only", action="store_true",
+                        help="only save/load an exact index of --n clustered vectors (seconds, not minutes)")
     parser.add_argument("--out", default=None, help="default bench/results/index_scale_<data>.json")
     args = parser.parse_args()
-    args.out = args.out or f"bench/results/index_scale_{args.data}.json"
+    args.out = args.out or f"bench/results/index_scale_{'persist' if args.persist_only else args.data}.json"
+    if args.persist_only:
+        return persist_main(args)
     if args.data == "clustered":
         return clustered_main(args)
 
@@ -218,8 +255,7 @@ def clustered_main(args: argparse.Namespace) -> None:
                               "build_s": build, "memory_mb": memory})
     del flat
     persist = save_load_seconds(hnsw)
-    print(f"save {persist['save_s']:.1f}s, load {persist['load_s']:.1f}s of {args.n} entries "
-          f"(folder {persist['folder_mb']:.0f} MB, entries.parquet {persist['entries_mb']:.0f} MB)", flush=True)
+    print_persistence(persist, args.n)
     write_json(args.out, {
         "bench": "index_scale", "data": "clustered", "n": args.n, "dim": args.dim, "clusters": args.clusters,
         "spread": args.spread, "queries": args.queries, "latency_queries": min(args.latency_queries, args.queries),
