@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from videotext.config import load_config
+from videotext.config import PACKAGED, load_config
 from videotext.data.loaders import collate_video_features
 from videotext.eval.evaluate import encode_texts
 from videotext.eval.retrieval import retrieval_metrics
@@ -32,7 +32,7 @@ from videotext.models import build_method
 from videotext.models.base import concat_embeddings
 from videotext.runtime import autocast, full_precision, resolve_precision, set_threads, to_float32
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "dual" / "synthetic.yaml"
+CONFIG = PACKAGED / "dual" / "synthetic.yaml"  # the demo's config (configs live in the package)
 DIMS = {"appearance": 1280, "motion": 80, "audio": 128}
 WORDS = ("red blue green yellow purple orange circle square triangle star moves spins grows shrinks appears "
          "vanishes left right up down then after slowly quickly small large").split()
