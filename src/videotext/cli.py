@@ -71,7 +71,7 @@ def precision_option(default: Optional[str]):
 
 def threads_option(default: Optional[int]):
     """`--threads` of extraction, indexing, eval, search and serve."""
-    where = "0 = the physical cores" if default is not None else "default: the run config's inference.threads, 0 = the physical cores"
+    where = "0 = the physical cores not taken by --workers" if default is not None else "default: the run config's inference.threads, 0 = the physical cores"
     return typer.Option(default, "--threads", min=0, help=f"Torch CPU threads ({where}).")
 
 

@@ -97,6 +97,7 @@ class DataConfig:
     mixture_mode: str = "alternate"  # alternate: round-robin batches | weighted: batches drawn by `weight`
     mixture_main_weight: float = 1.0  # weight of data.manifest's own train split in `weighted` mode
     num_workers: int = 0
+    feature_cache_mb: float = 2048.0  # features kept in memory after the first read (per process); 0 = off
 
 
 @dataclass

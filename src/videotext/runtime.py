@@ -15,9 +15,10 @@ and only add contention).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -109,6 +110,22 @@ def physical_cores(cpuinfo: str | Path = "/proc/cpuinfo") -> int:
         elif key == "core id" and processor in allowed:
             cores.add((physical, value))
     return max(1, min(len(cores) or len(allowed), len(allowed)))
+
+
+def keeps_threads(function: Callable) -> Callable:
+    """Decorator: torch's thread count after `function` is what it was before (a job that sets its
+    own, like extraction, must not leave it to the training that follows in the same process)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        previous = torch.get_num_threads()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if torch.get_num_threads() != previous:
+                torch.set_num_threads(previous)
+
+    return wrapper
 
 
 def set_threads(threads: int = 0) -> int:

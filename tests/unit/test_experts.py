@@ -362,8 +362,13 @@ def test_extract_one_raises_on_broken_file(folder):
 
 
 def test_workers_and_windows_give_the_same_store(folder, tmp_path):
+    import torch
+
     serial = extract_features(folder, ["motion", "audio"], tmp_path / "serial", progress=False)
-    parallel = extract_features(folder, ["motion", "audio"], tmp_path / "parallel", workers=2, progress=False)
+    before = torch.get_num_threads()
+    parallel = extract_features(folder, ["motion", "audio"], tmp_path / "parallel", workers=2, progress=False,
+                                threads=before + 1)
+    assert torch.get_num_threads() == before  # extraction's threads do not outlive it (the demo trains next)
     assert serial["done"] == parallel["done"] == 6
     assert store_equal(FeatureStore(tmp_path / "serial"), FeatureStore(tmp_path / "parallel"))
     for rank in range(2):  # two "ranks" sharing one output folder

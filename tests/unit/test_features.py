@@ -270,3 +270,37 @@ def test_import_rejects_unknown_sources(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataFormatError, match="no .npy, .npz or .h5"):
         import_features(tmp_path / "empty", tmp_path / "store", "x")
+
+
+def test_video_features_cache_reads_each_video_once_within_its_budget(tmp_path):
+    from videotext.data.loaders import VideoFeatures
+
+    store = FeatureStore(tmp_path / "store")
+    with store.writer("motion", 8, {"rate": 1.0}) as writer:
+        for key in ("a", "b"):
+            writer.add(key, *features_for(key), step=0.5)
+    reads = []
+
+    class Counting:  # the store, counting its reads
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def get(self, expert, key):
+            reads.append(key)
+            return store.get(expert, key)
+
+    # "a" has 1 + 97 % 7 = 7 steps of 8 float32 = 224 bytes; "b" has 1 + 98 % 7 = 1 step = 32 bytes
+    reader = VideoFeatures(Counting(), ["motion"], max_steps=30, cache_mb=250 / 2**20)
+    first, again = reader("a"), reader("a")
+    assert reads == ["a"] and again["motion"].shape == (7, 8)
+    np.testing.assert_array_equal(first["motion"], again["motion"])
+    np.testing.assert_array_equal(again["motion"], features_for("a")[0].astype(np.float16).astype(np.float32))
+    with pytest.raises(ValueError, match="read-only"):
+        again["motion"][0, 0] = 1.0  # cached arrays are shared between batches
+    reader("b"), reader("b")  # 224 + 32 > 250 bytes: b is read every time
+    assert reads == ["a", "b", "b"]
+    assert reader.__getstate__()["_cache"] == {} and reader._cache  # loader workers start empty
+    uncached = VideoFeatures(Counting(), ["motion"], max_steps=30)
+    uncached("a"), uncached("a")
+    assert reads[-2:] == ["a", "a"]
+    uncached("a")["motion"][0, 0] = 1.0  # an uncached read is the caller's own copy

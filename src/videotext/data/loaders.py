@@ -25,19 +25,45 @@ def subsample_steps(num_steps: int, max_steps: int) -> np.ndarray:
 
 
 class VideoFeatures:
-    """Reads one video's expert features from a FeatureStore, capped at `max_steps` steps."""
+    """Reads one video's expert features from a FeatureStore, capped at `max_steps` steps.
 
-    def __init__(self, store: Any, experts: Sequence[str], max_steps: int):
+    With `cache_mb` > 0 the arrays read are kept in memory (read-only) until they fill that
+    many MiB: training reads every video once per epoch and validation once per evaluation,
+    and an HDF5 read costs about 1 ms a video, which on the demo was a third of the time
+    the trainer spent outside the text encoder.
+    """
+
+    def __init__(self, store: Any, experts: Sequence[str], max_steps: int, cache_mb: float = 0.0):
         self.store, self.experts, self.max_steps = store, list(experts), max_steps
         self.dims = {e: int(store.dim(e)) for e in self.experts}
+        self.cache_bytes = int(cache_mb * 2**20)
+        self._cache: dict[str, dict[str, np.ndarray]] = {}
+        self._cached_bytes = 0
+
+    def __getstate__(self) -> dict[str, Any]:  # loader workers build their own cache
+        return {**self.__dict__, "_cache": {}, "_cached_bytes": 0}
 
     def __call__(self, key: str) -> dict[str, np.ndarray]:
+        cached = self._cache.get(key)
+        if cached is not None:
+            return dict(cached)
+        out = self._read(key)
+        size = sum(values.nbytes for values in out.values())
+        if self._cached_bytes + size <= self.cache_bytes:
+            for values in out.values():
+                values.flags.writeable = False  # shared between batches: never changed in place
+            self._cache[key] = out
+            self._cached_bytes += size
+            return dict(out)
+        return out
+
+    def _read(self, key: str) -> dict[str, np.ndarray]:
         out = {}
         for expert in self.experts:
             if self.store.has(expert, key):
                 values, _times = self.store.get(expert, key)  # [T, D]
                 values = np.asarray(values, dtype=np.float32).reshape(-1, self.dims[expert])
-                values = values[subsample_steps(len(values), self.max_steps)]
+                values = np.ascontiguousarray(values[subsample_steps(len(values), self.max_steps)])
             else:  # a missing expert (no audio track, no speech): zero steps, masked out
                 values = np.zeros((0, self.dims[expert]), dtype=np.float32)
             out[expert] = values

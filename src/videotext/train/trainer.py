@@ -102,7 +102,8 @@ class RunData:
                 f"{features}: no features for expert(s) {missing} (have {self.store.experts}); "
                 f"run `videotext extract {data.manifest} -o {features} --experts {','.join(data.experts)}`"
             )
-        self.read_features = VideoFeatures(self.store, data.experts, data.max_steps_per_expert)
+        self.read_features = VideoFeatures(self.store, data.experts, data.max_steps_per_expert,
+                                           cache_mb=data.feature_cache_mb)
 
     def split(self, name: str) -> VideoTextDataset:
         return self.dataset.split(name)
