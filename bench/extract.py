@@ -7,8 +7,8 @@ full decoding, and feature extraction speed per expert.
 0. demo: the appearance expert on `--demo-videos` synthetic demo videos (128 px, 6 s,
    one step per second, network input 128) the way the demo extracted them when issue 19
    was opened (fp32, batch norms as separate layers, decoding in the main process, 64
-   frames per forward pass, and PyAV building a swscale context for every frame, emulated
-   here by a fresh `VideoReformatter` per frame), the same with today's decoder (one
+   frames per forward pass, and `frame.to_ndarray(format=...)`, which builds a swscale
+   context for every frame), the same with today's decoder (one
    context per video), and the way it does now (`videotext.demo._extraction_options`:
    `--precision auto`, which keeps this expert in fp32; batch norms folded into the
    convolutions, two decoding worker processes each 4 videos ahead of the network, 32
@@ -92,6 +92,15 @@ def bench_extract(folder: Path, experts: list[str], workers: int, options: dict)
     }
 
 
+def issue_time_frame_to_rgb(frame, hw: tuple[int, int], reformatter=None) -> np.ndarray:
+    """`video.frame_to_rgb` as it was when issue 19 was opened: `to_ndarray(format=...)`,
+    which builds a swscale context for every frame."""
+    height, width = hw
+    if frame.width == width and frame.height == height:
+        return frame.to_ndarray(format="rgb24")
+    return frame.to_ndarray(format="rgb24", width=width, height=height, interpolation="AREA")
+
+
 def bench_demo_appearance(folder: Path, videos: int) -> dict:
     """Section 0: today's vs the fast appearance extraction of the same demo videos, one run."""
     from videotext.data.synthetic import synthesize
@@ -118,7 +127,7 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
         per_frame = settings.pop("per_frame_context", False)
         original = V.frame_to_rgb
         if per_frame:  # the issue-time decoder: a new swscale context for every frame
-            V.frame_to_rgb = lambda frame, hw, reformatter=None: original(frame, hw)
+            V.frame_to_rgb = issue_time_frame_to_rgb
         try:
             summary = extract_features(manifest, settings.pop("experts"), store, rate=1.0, progress=False,
                                        **settings)
