@@ -10,11 +10,12 @@ full decoding, and feature extraction speed per expert.
    frames per forward pass, and `frame.to_ndarray(format=...)`, which builds a swscale
    context for every frame), the same with today's decoder (one
    context per video), and the way it does now (`videotext.demo._extraction_options`:
-   `--precision auto`, which keeps this expert in fp32; batch norms folded into the
-   convolutions, two decoding worker processes each 4 videos ahead of the network, 32
-   frames per forward pass), and the same with `--precision bf16` (bf16 autocast where the
-   CPU has AVX512-BF16/AMX); prints the videos/s, the ratios, and the minimum cosine of
-   each feature set to the first.
+   batch norms folded into the convolutions, two decoding worker processes each 4 videos
+   ahead of the network, 32 frames per forward pass, freed memory kept in the heap by
+   `runtime.retain_freed_memory`) at `--precision fp32` and at `auto` (what the demo uses:
+   bf16 autocast with the stem and first block in fp32 where the CPU has AVX512-BF16/AMX,
+   else fp32); prints the videos/s, the ratios, and the minimum cosine of each feature set
+   to the first.
 
 1. decode: `read_frames` (seek + decode only what 8 uniform samples need) against the
    plain reference (`decode_all`: every frame, then pick), same process, same files;
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -35,9 +37,10 @@ from pathlib import Path
 import numpy as np
 
 from videotext.data import video as V
-from videotext.data.experts.appearance import AppearanceExpert
+from videotext.data.experts.appearance import AppearanceExpert, build_efficientnet_lite0
 from videotext.data.experts.extract import extract_features
 from videotext.data.features import FeatureStore
+from videotext.runtime import resolve_precision, retain_freed_memory
 
 
 def generated_clips(folder: Path, count: int) -> Path:
@@ -116,14 +119,22 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
     runs = {
         "issue": {**issue_time, "per_frame_context": True},
         "before": dict(issue_time),
-        "now": dict(experts=["appearance"], options={"appearance": demo["options"]["appearance"]}, **fast,
-                    precision="auto"),  # auto keeps this expert fp32 (appearance.py)
-        "bf16": dict(experts=["appearance"], options={"appearance": demo["options"]["appearance"]}, **fast,
-                     precision="bf16"),  # --precision bf16 opts in
+        "fp32": dict(experts=["appearance"], options={"appearance": demo["options"]["appearance"]}, **fast,
+                     precision="fp32"),
+        "auto": dict(experts=["appearance"], options={"appearance": demo["options"]["appearance"]}, **fast,
+                     precision="auto"),  # the demo's: bf16 where the CPU runs it natively
     }
+    build_efficientnet_lite0(pretrained=False)  # timm's import (2.2 s, torchvision's) before any row is timed
     out, features = {}, {}
     for name, settings in runs.items():
         store = folder / f"features-{name}"
+        # the issue-time rows run with glibc's default malloc; from "fp32" on, freed memory is kept
+        # (retain_freed_memory acts once per process and cannot be undone, hence this order)
+        if name in ("issue", "before"):
+            os.environ["VIDEOTEXT_MALLOC"] = "system"
+        else:
+            os.environ.pop("VIDEOTEXT_MALLOC", None)
+            retain_freed_memory.cache_clear()
         per_frame = settings.pop("per_frame_context", False)
         original = V.frame_to_rgb
         if per_frame:  # the issue-time decoder: a new swscale context for every frame
@@ -145,9 +156,10 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
         return float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min())
 
     ratio = lambda a, b: out[a]["videos_per_s"] / out[b]["videos_per_s"]  # noqa: E731
-    return {**out, "now_over_issue": ratio("now", "issue"), "bf16_over_issue": ratio("bf16", "issue"),
-            "now_over_before": ratio("now", "before"), "bf16_over_before": ratio("bf16", "before"),
-            "min_cosine": min_cosine("now"), "bf16_min_cosine": min_cosine("bf16"), "frames": int(len(a))}
+    return {**out, "fp32_over_issue": ratio("fp32", "issue"), "auto_over_issue": ratio("auto", "issue"),
+            "fp32_over_before": ratio("fp32", "before"), "auto_over_before": ratio("auto", "before"),
+            "fp32_min_cosine": min_cosine("fp32"), "auto_min_cosine": min_cosine("auto"),
+            "auto_is": "bf16" if resolve_precision("auto") is not None else "fp32", "frames": int(len(a))}
 
 
 def main() -> None:
@@ -161,16 +173,16 @@ def main() -> None:
     results: dict = {"decode": {}, "extract": []}
     with tempfile.TemporaryDirectory(prefix="vt-bench-") as tmp:
         demo = results["demo_appearance"] = bench_demo_appearance(Path(tmp) / "demo", args.demo_videos)
-        for name in ("issue", "before", "now", "bf16"):
+        for name in ("issue", "before", "fp32", "auto"):
             row = demo[name]
             print(f"demo appearance {name:6s} precision={row['precision']} workers={row['workers']} "
                   f"batch={row['batch_size']} per-frame swscale={row['per_frame_context']}: "
                   f"{row['videos_per_s']:.2f} videos/s ({row['videos']} videos, {row['seconds']:.1f}s)")
-        print(f"demo appearance now / issue-time: {demo['now_over_issue']:.2f}x, bf16 / issue-time: "
-              f"{demo['bf16_over_issue']:.2f}x; against the issue-time settings with today's decoder: now "
-              f"{demo['now_over_before']:.2f}x, bf16 {demo['bf16_over_before']:.2f}x (min cosine of the "
-              f"{demo['frames']} frame features to issue-time: now {demo['min_cosine']:.5f}, "
-              f"bf16 {demo['bf16_min_cosine']:.5f})")
+        print(f"demo appearance fp32 / issue-time: {demo['fp32_over_issue']:.2f}x, auto ({demo['auto_is']}) / "
+              f"issue-time: {demo['auto_over_issue']:.2f}x; against the issue-time settings with today's decoder: "
+              f"fp32 {demo['fp32_over_before']:.2f}x, auto {demo['auto_over_before']:.2f}x (min cosine of the "
+              f"{demo['frames']} frame features to issue-time: fp32 {demo['fp32_min_cosine']:.5f}, "
+              f"auto {demo['auto_min_cosine']:.5f})")
         if args.demo_only:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(results, indent=1))

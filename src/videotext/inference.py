@@ -29,7 +29,7 @@ from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import encode_texts, encode_videos
 from videotext.models.base import Method, build_method
-from videotext.runtime import autocast, resolve_precision, set_threads
+from videotext.runtime import autocast, resolve_precision, retain_freed_memory, set_threads
 from videotext.train.checkpoint import load_meta, load_weights
 from videotext.train.trainer import resolve_device
 
@@ -342,6 +342,7 @@ def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "aut
         raise VideoTextError(f"{run_dir}: not a run directory (no config.yaml)")
     config = load_config(config_path)
     set_threads(config.inference.threads if threads is None else threads)
+    retain_freed_memory()
     folder = run_dir / "checkpoints" / checkpoint
     dims = load_meta(folder).get("expert_dims")
     method = build_method(config.method, config.model, expert_dims=dims)

@@ -11,12 +11,19 @@ tests/unit/test_runtime.py). Training is not affected (`train.amp`, off on CPU u
 `--threads N` (config key `inference.threads`) sets torch's intra-op threads; 0 = the
 physical cores this process may run on (hyper-threads share one core's vector units
 and only add contention).
+
+`retain_freed_memory()` keeps freed memory in the process's heap (glibc) instead of
+handing it back to the kernel, so that the large activations of each forward pass are
+not fresh, zero-filled pages every time; every command and job calls it
+(`VIDEOTEXT_MALLOC=system` leaves the C allocator alone).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -25,6 +32,10 @@ import torch
 from videotext.errors import VideoTextError
 
 PRECISIONS = ("auto", "fp32", "bf16")
+# glibc mallopt parameters (malloc.h) and the values retain_freed_memory sets
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 * 2**20  # the largest glibc accepts on 64-bit: blocks up to 32 MiB come from the heap
+TRIM_THRESHOLD = 2**30  # free memory at the heap's top is returned to the kernel only past 1 GiB
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of native bf16 on x86
 
 
@@ -110,6 +121,43 @@ def physical_cores(cpuinfo: str | Path = "/proc/cpuinfo") -> int:
         elif key == "core id" and processor in allowed:
             cores.add((physical, value))
     return max(1, min(len(cores) or len(allowed), len(allowed)))
+
+
+class FullPrecision(torch.nn.Module):
+    """Runs `inner` in fp32 inside a bf16 autocast region, for the few layers whose bf16 rounding
+    moves a network's outputs most; its output stays fp32 (the next layer's autocast casts it)."""
+
+    def __init__(self, inner: torch.nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, enabled=False):
+            return self.inner(x.float())
+
+
+@functools.cache
+def retain_freed_memory() -> bool:
+    """Tell glibc's malloc to serve blocks up to 32 MiB from the heap and to keep freed memory
+    (up to 1 GiB at the heap's top) for the next allocation; True when it took effect.
+
+    By default glibc maps every block past its threshold as fresh pages and returns them on
+    free, so each forward pass over a batch pays a page fault and a zero-fill per 4 KiB of
+    activations: at the demo's extraction settings that was 5-10 s of system time in 30 s
+    (bench/extract.py), and 10 % of the demo's training. The process keeps its peak memory
+    instead (what jemalloc/tcmalloc, which PyTorch recommends for CPU inference, also do).
+    A no-op off glibc or with VIDEOTEXT_MALLOC=system; once per process.
+    """
+    if os.environ.get("VIDEOTEXT_MALLOC", "").lower() == "system" or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # glibc only: musl's mallopt ignores these settings
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # pragma: no cover - another C library
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
 
 
 def keeps_threads(function: Callable) -> Callable:

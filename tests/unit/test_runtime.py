@@ -1,6 +1,10 @@
 """Inference precision (auto | fp32 | bf16) and CPU threads (videotext.runtime)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -120,6 +124,27 @@ def test_bf16_appearance_features_are_within_cosine_0999_of_fp32():
     assert "precision" not in bf16_expert.config()  # the stored features' identity does not change
 
 
+def test_bf16_appearance_keeps_its_stem_in_fp32_on_flat_synthetic_frames(tiny_synth, monkeypatch):
+    """On the demo's flat frames, rounding the first layers to bf16 moves the features most
+    (min cosine 0.983 over these 48 frames with every layer in bf16); with the stem and first
+    block in fp32 (FP32_UNDER_BF16) the minimum is 0.998."""
+    from videotext.data import video as V
+    from videotext.data.experts import appearance as A
+
+    files = sorted((tiny_synth / "videos").glob("*.mp4"))[:8]
+    crops = np.concatenate([A.center_crop_frames(V.read_frames(f, np.arange(6) + 0.5, size=128), 128) for f in files])
+    fp32 = torch.from_numpy(A.AppearanceExpert(input_size=128, precision="fp32").embed(crops))
+    expert = A.AppearanceExpert(input_size=128, precision="bf16")
+    kept = torch.from_numpy(expert.embed(crops))
+    assert isinstance(expert.model.conv_stem, runtime.FullPrecision)
+    assert isinstance(expert.model.blocks[0], runtime.FullPrecision)
+    monkeypatch.setattr(A, "FP32_UNDER_BF16", ())
+    every_layer = torch.from_numpy(A.AppearanceExpert(input_size=128, precision="bf16").embed(crops))
+    assert min_cosine(kept, fp32) >= 0.995
+    assert 1 - min_cosine(kept, fp32) < (1 - min_cosine(every_layer, fp32)) / 3
+    assert not torch.equal(kept, fp32)  # bf16 ran in the other layers
+
+
 def test_frozen_bf16_weights_for_inference_stay_within_cosine_0999_of_fp32():
     """`load_model` under bf16 casts Frozen's space-time tower (cast_for_inference); clips still
     come in as fp32 pixels."""
@@ -138,3 +163,42 @@ def test_frozen_bf16_weights_for_inference_stay_within_cosine_0999_of_fp32():
     assert bf16.shape == fp32.shape
     assert min_cosine(bf16, fp32) >= 0.999
     assert not torch.equal(bf16, fp32)
+
+
+_FAULTS = """
+import resource, sys
+import os
+import subprocess
+import sys
+
+import numpy as np
+from videotext import runtime
+took = runtime.retain_freed_memory() if sys.argv[1] == "retain" else None
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):  # a forward pass's pattern: eight 8 MiB activations live at once, then all freed
+    blocks = [np.ones(2**20) for _ in range(8)]
+    del blocks
+print(took, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_retain_freed_memory_stops_page_faults_on_repeated_large_allocations():
+    """Ten rounds of 64 MiB: by default glibc returns the memory at the end of a round and faults
+    it in again (here 40 950 faults in all); retained, the first round's pages serve the rest
+    (4 117: the count per round depends on the kernel's huge pages, the ratio is what is asserted)."""
+    env = {k: v for k, v in os.environ.items() if k != "VIDEOTEXT_MALLOC"}
+
+    def faults(mode: str) -> tuple[str, int]:
+        out = subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True, env=env,
+                             check=True).stdout.split()
+        return out[0], int(out[1])
+
+    took, retained = faults("retain")
+    _, default = faults("default")
+    assert took == "True"
+    assert default > 5 * retained
+    assert retained < 16_384  # at most the first round's 64 MiB in 4 KiB pages
+    disabled = subprocess.run([sys.executable, "-c", _FAULTS, "retain"], capture_output=True, text=True, check=True,
+                              env={**env, "VIDEOTEXT_MALLOC": "system"}).stdout.split()
+    assert disabled[0] == "False"

@@ -38,6 +38,7 @@ from videotext.errors import VideoTextError
 from videotext.eval.evaluate import _to_device
 from videotext.io import write_json
 from videotext.models.base import Method, build_method
+from videotext.runtime import retain_freed_memory
 from videotext.train import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
@@ -134,6 +135,7 @@ class Trainer:
         cfg = self.config
         if cfg.train.threads > 0:
             torch.set_num_threads(cfg.train.threads)
+        retain_freed_memory()  # the demo's training: 90.8 -> 80.3 s (system time 8.9 -> 6.1 s)
         rank_device = dist.init_distributed(cfg.train.device, timeout_minutes=cfg.train.dist_timeout_minutes)
         if rank_device is not None:  # under torchrun: this rank's device (cuda:LOCAL_RANK or cpu)
             self.device = rank_device

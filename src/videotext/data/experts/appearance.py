@@ -115,6 +115,25 @@ def fold_batch_norms(model):
     return folded
 
 
+# Layers kept in fp32 under bf16: the stem and the first block. Rounding each layer's weights
+# to bf16 alone (scripts/appearance_bf16_layers.py on the demo's frames) costs these two layers the
+# most: 1 − min cosine 7.6e-3 for the first depthwise convolution, whose folded 3×3 kernels cancel
+# to small outputs, against ≤ 2.4e-3 anywhere else; at 128 px they are 7 % of the network's time.
+FP32_UNDER_BF16 = ("conv_stem", "bn1", "blocks.0")
+
+
+def keep_in_fp32(model, names=None):
+    """Wrap the submodules `names` (default FP32_UNDER_BF16) of `model` in `runtime.FullPrecision`,
+    in place; returns the model."""
+    from videotext.runtime import FullPrecision
+
+    for name in FP32_UNDER_BF16 if names is None else names:
+        parent_name, _, leaf = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, leaf, FullPrecision(getattr(parent, leaf)))
+    return model
+
+
 def center_crop_frames(frames: np.ndarray, size: int) -> np.ndarray:
     """Central size×size crop of frames [N, H, W, 3] (upscaled first, bicubic, if a side is smaller)."""
     height, width = frames.shape[1:3]
@@ -194,15 +213,13 @@ class AppearanceExpert(CentreFrameNetworkExpert):
 
             # channels-last: the frames arrive as NHWC already, and oneDNN's depthwise convolutions
             # run about twice as fast in that layout on CPU; batch norms folded into the convolutions;
-            # under bf16 the weights themselves are bf16 (no per-call casts; cosine >= 0.999 to fp32)
+            # under bf16 (autocast) the stem and first block stay fp32 (FP32_UNDER_BF16)
             network = build_efficientnet_lite0(self.weights, pretrained=self.pretrained)
             if self.fold_norms:
                 fold_batch_norms(network)
-            # `auto` stays fp32 here: bf16 EfficientNet features reach only cosine 0.94 to fp32 on the
-            # flat synthetic frames (bench/extract.py), short of the 0.999 the other paths keep, and
-            # features feed training; `--precision bf16` opts in to the 2.6x faster path
-            precision = "fp32" if self.precision == "auto" else self.precision
-            self._dtype = resolve_precision(precision, self.device)  # bf16 autocast, or None: fp32
+            self._dtype = resolve_precision(self.precision, self.device)  # bf16 autocast, or None: fp32
+            if self._dtype is not None:
+                keep_in_fp32(network)
             network = network.to(self.device)
             self._model = network.to(memory_format=torch.channels_last)
         return self._model

@@ -42,7 +42,7 @@ from videotext.data.schema import Segment, VideoTextDataset
 from videotext.data.video import find_videos, probe, read_audio, read_frames
 from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 from videotext.io import FailureLog
-from videotext.runtime import keeps_threads, physical_cores, set_threads
+from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
 
 _NEEDS_MEDIA = ("frames", "audio")
 
@@ -356,6 +356,7 @@ def extract_features(
     # 1 thread ran the demo's extraction 7-10 % faster than 2, whose OpenMP threads spun while
     # the workers held the cores: twice the CPU time for the same frames)
     set_threads(threads or max(1, physical_cores() - workers))
+    retain_freed_memory()
     built = build_experts(experts, rate=rate, batch_size=batch_size, device=device, options=options,
                           precision=precision)
     store = FeatureStore(out_dir)
