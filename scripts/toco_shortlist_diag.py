@@ -5,6 +5,9 @@
 For a trained `toco` run (its validation-selected checkpoint): the share of captions whose
 video is in the cheap scorer's top-k, and R@1 inside that shortlist of the cheap score, the
 cross encoder's f (eq. 1 head), f + λ f^t (§3.4 inference score), f^t alone and cheap/σ + f.
+For video-to-text it compares the two-stage matrix's columns with the cheap scorer's, and
+measures how much of the fused score is a per-caption offset: the cross encoder is trained
+with a softmax over videos for one caption (eq. 2), never over captions for one video.
 Writes RUN_DIR/shortlist_diag.json. Used for the ToCo page of the guide.
 """
 import argparse
@@ -51,5 +54,16 @@ lam = m.config.token_weight
 out = {"in_shortlist_pct": float(inside.float().mean() * 100), "k": k,
        "cheap_R1": r1(cheap.gather(1, top)), "f_R1": r1(f), "f_plus_lambda_ft_R1": r1(f + lam * ft),
        "ft_R1": r1(ft), "cheap_plus_f_R1": r1(cheap.gather(1, top) / m.config.cheap_temperature + f)}
+# video-to-text: each column of the two-stage matrix mixes fused scores of different captions
+fused = f + lam * ft  # [T, k]
+def v2t_r1(matrix):  # [T, V] -> R@1 of each video's best caption
+    best = matrix.argmax(0)  # [V]
+    return float((owner[best] == torch.arange(matrix.shape[1])).float().mean() * 100)
+shift = cheap.max() + 1.0 - fused.min()
+centred = fused - fused.mean(1, keepdim=True)  # remove each caption's offset over its shortlist
+out.update({"v2t_cheap_R1": v2t_r1(cheap), "v2t_two_stage_R1": v2t_r1(cheap.scatter(1, top, fused + shift)),
+            "v2t_two_stage_row_centred_R1": v2t_r1(cheap.scatter(1, top, centred + cheap.max() + 1.0 - centred.min())),
+            "fused_std_of_caption_means": float(fused.mean(1).std()),
+            "fused_mean_std_within_caption": float(fused.std(1).mean())})
 print(json.dumps(out, indent=1), flush=True)
 json.dump(out, open(f"{run}/shortlist_diag.json", "w"), indent=1)
