@@ -8,14 +8,15 @@ full decoding, and feature extraction speed per expert.
    one step per second, network input 128) the way the demo extracted them when issue 19
    was opened (fp32, batch norms as separate layers, decoding in the main process, 64
    frames per forward pass, and `frame.to_ndarray(format=...)`, which builds a swscale
-   context for every frame), the same with today's decoder (one
-   context per video), and the way it does now (`videotext.demo._extraction_options`:
-   batch norms folded into the convolutions, two decoding worker processes each 4 videos
-   ahead of the network, 32 frames per forward pass, freed memory kept in the heap by
-   `runtime.retain_freed_memory`) at `--precision fp32` and at `auto` (what the demo uses:
-   bf16 autocast with the stem and first block in fp32 where the CPU has AVX512-BF16/AMX,
-   else fp32); prints the videos/s, the ratios, and the minimum cosine of each feature set
-   to the first.
+   context for every frame), the same with today's decoder (one context per video), the
+   network in the main process next to two decoding workers (`main_*`: the demo's
+   settings until stop 28), and the way it does now (`videotext.demo._extraction_options`:
+   batch norms folded into the convolutions, two worker processes that each decode and
+   embed their own videos, `networks_in_workers`, freed memory kept in the heap by
+   `runtime.retain_freed_memory`), each at `--precision fp32` and at `auto` (what the demo
+   uses: bf16 autocast with the stem and first block in fp32 where the CPU has
+   AVX512-BF16/AMX, else fp32); prints the videos/s, the ratios, and the minimum cosine of
+   each feature set to the first.
 
 1. decode: `read_frames` (seek + decode only what 8 uniform samples need) against the
    plain reference (`decode_all`: every frame, then pick), same process, same files;
@@ -116,15 +117,25 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
     fast = {k: v for k, v in demo.items() if k not in ("rate", "options")}
     issue_time = dict(experts=[AppearanceExpert(input_size=128, precision="fp32", fold_norms=False)],
                       workers=0, batch_size=64, precision="fp32")
+    appearance = {"appearance": demo["options"]["appearance"]}
+    in_main = {**fast, "networks_in_workers": False}
     runs = {
         "issue": {**issue_time, "per_frame_context": True},
         "before": dict(issue_time),
-        "fp32": dict(experts=["appearance"], options={"appearance": demo["options"]["appearance"]}, **fast,
-                     precision="fp32"),
-        "auto": dict(experts=["appearance"], options={"appearance": demo["options"]["appearance"]}, **fast,
-                     precision="auto"),  # the demo's: bf16 where the CPU runs it natively
+        # the network in the main process, next to the two decoding workers (the demo until stop 28)
+        "main_fp32": dict(experts=["appearance"], options=appearance, **in_main, precision="fp32"),
+        "main_auto": dict(experts=["appearance"], options=appearance, **in_main, precision="auto"),
+        # the demo's settings: each of the two workers decodes and embeds its own videos
+        "fp32": dict(experts=["appearance"], options=appearance, **fast, precision="fp32"),
+        "auto": dict(experts=["appearance"], options=appearance, **fast, precision="auto"),  # bf16 where native
     }
     build_efficientnet_lite0(pretrained=False)  # timm's import (2.2 s, torchvision's) before any row is timed
+    # likewise in the decoding workers: they fork from a forkserver that has imported timm, so the
+    # rows with the network in the workers do not pay that import per worker (the others paid it untimed)
+    import multiprocessing.forkserver
+
+    multiprocessing.forkserver.set_forkserver_preload(["__main__", "timm"])
+    multiprocessing.forkserver.ensure_running()
     out, features = {}, {}
     for name, settings in runs.items():
         store = folder / f"features-{name}"
@@ -156,9 +167,9 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
         return float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min())
 
     ratio = lambda a, b: out[a]["videos_per_s"] / out[b]["videos_per_s"]  # noqa: E731
-    return {**out, "fp32_over_issue": ratio("fp32", "issue"), "auto_over_issue": ratio("auto", "issue"),
-            "fp32_over_before": ratio("fp32", "before"), "auto_over_before": ratio("auto", "before"),
-            "fp32_min_cosine": min_cosine("fp32"), "auto_min_cosine": min_cosine("auto"),
+    ratios = {f"{name}_over_{base}": ratio(name, base) for name in ("main_fp32", "main_auto", "fp32", "auto")
+              for base in ("issue", "before")}
+    return {**out, **ratios, **{f"{name}_min_cosine": min_cosine(name) for name in ("main_fp32", "main_auto", "fp32", "auto")},
             "auto_is": "bf16" if resolve_precision("auto") is not None else "fp32", "frames": int(len(a))}
 
 
@@ -173,16 +184,17 @@ def main() -> None:
     results: dict = {"decode": {}, "extract": []}
     with tempfile.TemporaryDirectory(prefix="vt-bench-") as tmp:
         demo = results["demo_appearance"] = bench_demo_appearance(Path(tmp) / "demo", args.demo_videos)
-        for name in ("issue", "before", "fp32", "auto"):
+        for name in ("issue", "before", "main_fp32", "main_auto", "fp32", "auto"):
             row = demo[name]
-            print(f"demo appearance {name:6s} precision={row['precision']} workers={row['workers']} "
-                  f"batch={row['batch_size']} per-frame swscale={row['per_frame_context']}: "
+            print(f"demo appearance {name:9s} precision={row['precision']} workers={row['workers']} "
+                  f"batch={row['batch_size']} per-frame swscale={row['per_frame_context']} "
+                  f"networks in workers={row.get('networks_in_workers', False)}: "
                   f"{row['videos_per_s']:.2f} videos/s ({row['videos']} videos, {row['seconds']:.1f}s)")
-        print(f"demo appearance fp32 / issue-time: {demo['fp32_over_issue']:.2f}x, auto ({demo['auto_is']}) / "
-              f"issue-time: {demo['auto_over_issue']:.2f}x; against the issue-time settings with today's decoder: "
-              f"fp32 {demo['fp32_over_before']:.2f}x, auto {demo['auto_over_before']:.2f}x (min cosine of the "
-              f"{demo['frames']} frame features to issue-time: fp32 {demo['fp32_min_cosine']:.5f}, "
-              f"auto {demo['auto_min_cosine']:.5f})")
+        for name in ("main_fp32", "main_auto", "fp32", "auto"):
+            print(f"demo appearance {name} / issue-time: {demo[name + '_over_issue']:.2f}x "
+                  f"(/ issue-time settings with today's decoder: {demo[name + '_over_before']:.2f}x; min cosine of the "
+                  f"{demo['frames']} frame features to issue-time {demo[name + '_min_cosine']:.5f})")
+        print(f"auto is {demo['auto_is']} on this machine")
         if args.demo_only:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(results, indent=1))

@@ -3,8 +3,8 @@
     python bench/extract_precision.py [--run runs/demo] [--split test] [--out bench/results/extract_precision.json]
 
 Extracts the split's videos twice with the run's own extraction settings and the demo's
-runtime settings (`videotext.demo._extraction_options`: 2 decoding workers, 32 frames a
-pass), once at `--precision fp32` and once at `bf16`, then evaluates the run's fp32 model
+runtime settings (`videotext.demo._extraction_options`: 2 workers that decode and embed
+their own videos), once at `--precision fp32` and once at `bf16`, then evaluates the run's fp32 model
 on each store. Prints, for every expert with a network, the per-step feature cosine (min
 and mean over all steps), the video embeddings' cosine (min and mean), text→video and
 video→text R@1 on both stores with their difference, and each extraction's videos/s. The

@@ -98,11 +98,12 @@ def run_demo(data: str = "synthetic", out: str | Path = "runs/demo", videos: int
 def _extraction_options(data: str) -> dict[str, Any]:
     """The synthetic videos are 128 px, 6 s, 8 fps: one step per second, the network at the
     videos' own size (no upscaling to 224) and flow at 64 px keep extraction within the
-    demo's budget on 2 cores. Two decoding workers overlap with the network, each decoding
-    up to 4 videos ahead; the network sees 32 frames per forward pass: at 128 px that ran
-    1.8x faster than 256 frames (activations of 100 MB and more are fresh pages for every
-    pass), bench/extract.py."""
-    settings: dict[str, Any] = {"workers": 2, "batch_size": 32, "prefetch": 4}
+    demo's budget on 2 cores. Two workers each decode and embed their own videos
+    (`networks_in_workers`): for the appearance expert alone that ran 1.25-1.55x faster
+    than its network in the main process next to two decoding workers, and for the demo's
+    three experts about as fast (bench/extract.py). Up to 32 frames per forward pass: at
+    128 px that ran 1.8x faster than 256 frames."""
+    settings: dict[str, Any] = {"workers": 2, "batch_size": 32, "prefetch": 4, "networks_in_workers": True}
     if data != "synthetic":
         return settings
     return {**settings, "rate": 1.0, "options": {"appearance": {"input_size": 128},

@@ -28,7 +28,7 @@ from videotext.data.experts.motion import MotionExpert, flow_statistics
 from videotext.data.experts.words import glove_files, load_glove, read_string_column, tokenize
 from videotext.data.features import FeatureStore, store_equal
 from videotext.data.schema import Segment, Video, VideoTextDataset
-from videotext.errors import DataFormatError, VideoDecodeError
+from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 
 TUXPAINT = Path(os.environ.get("VIDEOTEXT_ASSETS", Path.home() / ".cache/videotext/debian")) / "tuxpaint" / "stamps"
 SMALL = {"appearance": {"input_size": 64, "pretrained": False}}  # fast random-weight network for plumbing tests
@@ -380,6 +380,29 @@ def test_workers_and_windows_give_the_same_store(folder, tmp_path):
     windows = extract_one(long, [MotionExpert()], window=3.0)["motion"]
     np.testing.assert_array_equal(whole.features, windows.features)
     np.testing.assert_array_equal(whole.timestamps, windows.timestamps)
+
+
+def test_networks_in_workers_give_the_main_process_features_and_failures(folder, tmp_path):
+    """Each worker decodes and embeds its own videos: same keys, motion identical, appearance equal
+    up to the store's float16 rounding (the forward passes batch different videos), same failure."""
+    experts, options = ["appearance", "motion"], SMALL
+    main = extract_features(folder, experts, tmp_path / "main", options=options, precision="fp32", progress=False)
+    inside = extract_features(folder, experts, tmp_path / "inside", options=options, precision="fp32",
+                              workers=2, networks_in_workers=True, progress=False)
+    assert main["done"] == inside["done"] == 6 and main["failed"] == inside["failed"] == 1
+    assert "corrupt" in (tmp_path / "inside" / "failures.jsonl").read_text()
+    a, b = FeatureStore(tmp_path / "main"), FeatureStore(tmp_path / "inside")
+    assert store_equal(a, b, ["motion"])
+    assert sorted(a.keys("appearance")) == sorted(b.keys("appearance")) and len(a.keys("appearance")) == 6
+    for key in a.keys("appearance"):
+        fa, ta = a.get("appearance", key)
+        fb, tb = b.get("appearance", key)
+        assert fa.shape == fb.shape == (2, 1280)  # 2 s clips, one step per second
+        np.testing.assert_array_equal(ta, tb)
+        np.testing.assert_allclose(fb, fa, rtol=2e-3, atol=1e-4)
+    with pytest.raises(VideoTextError, match="networks_in_workers"):
+        extract_features(folder, experts, tmp_path / "gpu", device="cuda", workers=2, networks_in_workers=True,
+                         progress=False)
 
 
 class _Interrupting(MotionExpert):

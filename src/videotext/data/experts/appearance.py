@@ -70,12 +70,15 @@ def build_efficientnet_lite0(weights: str | os.PathLike | None = None, *, pretra
     """timm `tf_efficientnet_lite0` in eval mode, with the shipped ImageNet weights.
 
     `weights`: another state dict file of the same layout; `pretrained=False` keeps
-    the random initialisation (tests that do not need real features).
+    the random initialisation, seeded so every process builds the same network (tests
+    that do not need real features).
     """
     import timm
     import torch
 
-    model = timm.create_model(MODEL_NAME, pretrained=False, num_classes=1000)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # random weights are the same in every process (networks in workers)
+        model = timm.create_model(MODEL_NAME, pretrained=False, num_classes=1000)
     if pretrained:
         path = Path(weights) if weights is not None else efficientnet_lite0_weights_path()
         try:

@@ -259,10 +259,28 @@ def _identity(batch: Any) -> Any:
     return batch
 
 
+class _FinishInWorker:
+    """collate_fn that runs the networks (`_finish`) inside the worker on its few videos:
+    with `networks_in_workers`, each worker decodes and embeds, and the main process only stores."""
+
+    def __init__(self, experts: dict[str, Expert]):
+        self.experts = experts
+
+    def __call__(self, batch: list[Decoded]) -> list[Decoded]:
+        _finish(batch, self.experts)
+        return batch
+
+
+# videos a worker embeds together when the networks run in the workers: at one step per second
+# and 6 s videos (the demo) that is 24 frames per forward pass, near the fastest batch at 128 px
+WORKER_VIDEOS_PER_BATCH = 4
+
+
 def _init_worker(_: int) -> None:
     import torch
 
     torch.set_num_threads(1)
+    retain_freed_memory()  # a worker that runs a network allocates the same activations every batch
     try:
         import cv2
 
@@ -317,6 +335,7 @@ def extract_features(
     precision: str = "auto",
     threads: int = 0,
     prefetch: int = 4,
+    networks_in_workers: bool = False,
 ) -> dict[str, Any]:
     """Extract `experts` for every video of `source` into the FeatureStore at `out_dir`.
 
@@ -337,6 +356,9 @@ def extract_features(
     least 1), see `videotext.runtime`.
     `prefetch`: videos each worker may decode ahead while the main process runs the
     networks (torch's prefetch_factor; 2 left the workers idle during each forward pass).
+    `networks_in_workers` (CPU, `workers > 0`): each worker also runs the networks (one
+    thread each) on `WORKER_VIDEOS_PER_BATCH` videos at a time, so decoding and inference
+    share every core instead of one process's network waiting on the others' decoding.
 
     Under `torchrun` (WORLD_SIZE > 1, `shard` not given) the ranks split the videos
     (rank r takes videos r::R), each writes its own part files, and rank 0 merges them
@@ -345,6 +367,9 @@ def extract_features(
     """
     from videotext.train import distributed as dist
 
+    if networks_in_workers and not str(device).startswith("cpu"):
+        raise VideoTextError(f"networks_in_workers runs the networks on the CPU workers; device is {device!r}")
+    in_workers = networks_in_workers and workers > 0
     started = time.time()
     ranks = shard is None and dist.env_world_size() > 1
     if ranks:  # torchrun: join the group (a long timeout: ranks finish their shards at different times)
@@ -391,14 +416,15 @@ def extract_features(
         if item.experts:
             todo.append(item)
     totals = {"videos": len(items), "done": 0, "skipped": len(items) - len(todo), "failed": 0, "decode_seconds": 0.0}
-    networked = [n for n, e in built.items() if isinstance(e, FrameExpert)
-                 and type(e).finish_batch is not FrameExpert.finish_batch]
+    networked = [] if in_workers else [n for n, e in built.items() if isinstance(e, FrameExpert)
+                                       and type(e).finish_batch is not FrameExpert.finish_batch]
     pending: list[Decoded] = []
 
     def drain() -> None:
         batch = pending[:]  # taken first: an interrupted batch is dropped, never half-stored twice
         pending.clear()
-        _finish(batch, built)
+        if not in_workers:  # else the workers ran the networks already
+            _finish(batch, built)
         for decoded in batch:
             _store(decoded, writers, log, stats, totals)
 
@@ -408,18 +434,21 @@ def extract_features(
             from torch.utils.data import DataLoader
 
             loader = DataLoader(
-                _ItemDataset(todo, built, window), batch_size=None, shuffle=False, num_workers=workers,
-                collate_fn=_identity, worker_init_fn=_init_worker if workers else None,
-                prefetch_factor=max(1, prefetch) if workers else None,
+                _ItemDataset(todo, built, window), batch_size=WORKER_VIDEOS_PER_BATCH if in_workers else None,
+                shuffle=False, num_workers=workers, collate_fn=_FinishInWorker(built) if in_workers else _identity,
+                worker_init_fn=_init_worker if workers else None,
+                prefetch_factor=max(1, prefetch // WORKER_VIDEOS_PER_BATCH if in_workers else prefetch)
+                if workers else None,
                 multiprocessing_context=start_method if workers else None,
             )
-            for decoded in loader:
-                pending.append(decoded)
-                frames = sum(len(d.outputs[n].features) for d in pending for n in networked if n in d.outputs)
-                if not networked or frames >= batch_size or len(pending) >= 64:
-                    drain()
-                bar.update(1)
-                bar.set_postfix(failed=totals["failed"], refresh=False)
+            for received in loader:
+                for decoded in received if in_workers else [received]:
+                    pending.append(decoded)
+                    frames = sum(len(d.outputs[n].features) for d in pending for n in networked if n in d.outputs)
+                    if not networked or frames >= batch_size or len(pending) >= 64:
+                        drain()
+                    bar.update(1)
+                    bar.set_postfix(failed=totals["failed"], refresh=False)
             drain()
     finally:  # whatever happened, what was stored so far becomes part of the store
         bar.close()
