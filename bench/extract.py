@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -41,6 +40,7 @@ from videotext.data import video as V
 from videotext.data.experts.appearance import AppearanceExpert, build_efficientnet_lite0
 from videotext.data.experts.extract import extract_features
 from videotext.data.features import FeatureStore
+from videotext.io import write_json
 from videotext.runtime import resolve_precision, retain_freed_memory
 
 
@@ -196,8 +196,7 @@ def main() -> None:
                   f"{demo['frames']} frame features to issue-time {demo[name + '_min_cosine']:.5f})")
         print(f"auto is {demo['auto_is']} on this machine")
         if args.demo_only:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(results, indent=1))
+            write_json(args.out, results)
             print(f"wrote {args.out}")
             return
         long = V.write_video(Path(tmp) / "long" / "long.mp4",
@@ -221,8 +220,7 @@ def main() -> None:
                     results["extract"].append(row)
                     print(f"extract {label:9s} workers={workers} {'+'.join(experts):25s} "
                           f"{row['videos_per_s']:7.2f} videos/s ({row['videos']} videos, {row['seconds']:.1f}s)")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_json(args.out, results)
     print(f"wrote {args.out}")
 
 

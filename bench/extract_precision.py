@@ -14,7 +14,6 @@ manifest points at videos (`make demo` writes runs/demo).
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 
 from videotext.data.experts import extract_features
 from videotext.data.features import FeatureStore
+from videotext.io import write_json
 from videotext.data.loaders import VideoFeatures
 from videotext.demo import _extraction_options
 from videotext.inference import load_model
@@ -76,8 +76,7 @@ def main() -> None:
     results["v2t_R1_difference"] = results["bf16"]["v2t_R1"] - results["fp32"]["v2t_R1"]
     print(f"video embeddings (fp32 model) from bf16 vs fp32 features: min cosine {c.min():.5f}, mean {c.mean():.6f}; "
           f"R@1 bf16 − fp32: t2v {results['t2v_R1_difference']:+.2f}, v2t {results['v2t_R1_difference']:+.2f}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_json(args.out, results)
     print(f"wrote {args.out}")
 
 

@@ -8,11 +8,11 @@ by position with a shape check (`load_state_dict_by_position`).
 Per step (default 1 s) the frame at the step centre is decoded with its shorter side
 at `input_size` (224), centre-cropped to `input_size`², normalised as the weights
 expect ((x − 0.5) / 0.5 on [0, 1] pixels) and globally average-pooled after the last
-conv block: 1280 values. Frames from several videos are batched in the main process
-under `torch.inference_mode()`. Under bf16 (`--precision bf16`, or `auto` on a CPU with
-AVX512-BF16/AMX) the stem and first block run in fp32 (`FP32_UNDER_BF16`): on the demo's
-frames the features stay within min cosine 0.995 of fp32 and a trained run's test R@1
-within 0.3 (bench/extract_precision.py).
+conv block: 1280 values. Frames from several videos are batched (in the main process,
+or in each worker with `networks_in_workers`) under `torch.inference_mode()`. Under bf16
+(`--precision bf16`, or `auto` on a CPU with AVX512-BF16/AMX) the stem and first block
+run in fp32 (`FP32_UNDER_BF16`): on the demo's frames the features stay within min cosine
+0.995 of fp32; a trained run's test R@1 moves by 0.03-0.77 (bench/extract_precision.py).
 """
 from __future__ import annotations
 

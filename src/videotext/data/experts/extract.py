@@ -13,7 +13,8 @@ How one video flows:
    size any of them needs, then runs each expert's worker-side `prepare` (motion
    flow, crops); audio is decoded once per sample rate; speech needs no decoding;
 2. the main process batches frames of several videos for experts with a network
-   (`finish_batch`: appearance) and hands every result to that expert's
+   (`finish_batch`: appearance; with `networks_in_workers` each worker does this for its
+   own few videos instead) and hands every result to that expert's
    `FeatureWriter`, which makes the store crash-safe and the run resumable: videos
    already stored (merged or in a finished part) are not redone, and a killed run
    loses at most the last `flush_every` videos per expert.
@@ -433,12 +434,12 @@ def extract_features(
         if todo:
             from torch.utils.data import DataLoader
 
+            per_batch = WORKER_VIDEOS_PER_BATCH if in_workers else 1  # videos per item the loader yields
             loader = DataLoader(
-                _ItemDataset(todo, built, window), batch_size=WORKER_VIDEOS_PER_BATCH if in_workers else None,
+                _ItemDataset(todo, built, window), batch_size=per_batch if in_workers else None,
                 shuffle=False, num_workers=workers, collate_fn=_FinishInWorker(built) if in_workers else _identity,
                 worker_init_fn=_init_worker if workers else None,
-                prefetch_factor=max(1, prefetch // WORKER_VIDEOS_PER_BATCH if in_workers else prefetch)
-                if workers else None,
+                prefetch_factor=max(1, prefetch // per_batch) if workers else None,
                 multiprocessing_context=start_method if workers else None,
             )
             for received in loader:
