@@ -5,8 +5,10 @@ text/video encoding, `eval`, `index build`, `search` and `serve`: `auto` is bf16
 the hardware runs it natively (a CPU with AVX512-BF16 or AMX, a CUDA device that
 supports bf16) and fp32 elsewhere, because emulated bf16 is slower than fp32. bf16 runs
 under `torch.autocast`: matrix products and convolutions in bf16, reductions and
-norms in fp32; embeddings come back as fp32 (within cosine 0.999 of fp32, see
-tests/unit/test_runtime.py). Training is not affected (`train.amp`, off on CPU unless asked).
+norms in fp32; embeddings come back as fp32, within min cosine 0.999 of fp32 for the text
+towers and the feature-based video towers and 0.998 for the EfficientNet appearance network,
+on AMD (AVX512-BF16) and Intel (AMX) CPUs alike (tests/unit/test_runtime.py). Training is not
+affected (`train.amp`, off on CPU unless asked).
 
 `--threads N` (config key `inference.threads`) sets torch's intra-op threads; 0 = the
 physical cores this process may run on (hyper-threads share one core's vector units
