@@ -5,12 +5,12 @@ full decoding, and feature extraction speed per expert.
     python bench/extract.py --demo-only      # section 0 alone
 
 0. demo: the appearance expert on `--demo-videos` synthetic demo videos (128 px, 6 s,
-   one step per second, network input 128) the way the demo extracted them when issue 19
-   was opened (fp32, batch norms as separate layers, decoding in the main process, 64
+   one step per second, network input 128) the way the demo first extracted them, the
+   reference row (fp32, batch norms as separate layers, decoding in the main process, 64
    frames per forward pass, and `frame.to_ndarray(format=...)`, which builds a swscale
    context for every frame), the same with today's decoder (one context per video), the
    network in the main process next to two decoding workers (`main_*`: the demo's
-   settings until stop 28), and the way it does now (`videotext.demo._extraction_options`:
+   earlier settings), and the way it does now (`videotext.demo._extraction_options`:
    batch norms folded into the convolutions, two worker processes that each decode and
    embed their own videos, `networks_in_workers`, freed memory kept in the heap by
    `runtime.retain_freed_memory`), each at `--precision fp32` and at `auto` (what the demo
@@ -96,8 +96,8 @@ def bench_extract(folder: Path, experts: list[str], workers: int, options: dict)
     }
 
 
-def issue_time_frame_to_rgb(frame, hw: tuple[int, int], reformatter=None) -> np.ndarray:
-    """`video.frame_to_rgb` as it was when issue 19 was opened: `to_ndarray(format=...)`,
+def reference_frame_to_rgb(frame, hw: tuple[int, int], reformatter=None) -> np.ndarray:
+    """`video.frame_to_rgb` in its reference form: `to_ndarray(format=...)`,
     which builds a swscale context for every frame."""
     height, width = hw
     if frame.width == width and frame.height == height:
@@ -115,14 +115,14 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
 
     demo = _extraction_options("synthetic")  # what `videotext demo` uses today
     fast = {k: v for k, v in demo.items() if k not in ("rate", "options")}
-    issue_time = dict(experts=[AppearanceExpert(input_size=128, precision="fp32", fold_norms=False)],
+    reference = dict(experts=[AppearanceExpert(input_size=128, precision="fp32", fold_norms=False)],
                       workers=0, batch_size=64, precision="fp32")
     appearance = {"appearance": demo["options"]["appearance"]}
     in_main = {**fast, "networks_in_workers": False}
     runs = {
-        "issue": {**issue_time, "per_frame_context": True},
-        "before": dict(issue_time),
-        # the network in the main process, next to the two decoding workers (the demo until stop 28)
+        "reference": {**reference, "per_frame_context": True},
+        "before": dict(reference),
+        # the network in the main process, next to the two decoding workers (the demo's earlier settings)
         "main_fp32": dict(experts=["appearance"], options=appearance, **in_main, precision="fp32"),
         "main_auto": dict(experts=["appearance"], options=appearance, **in_main, precision="auto"),
         # the demo's settings: each of the two workers decodes and embeds its own videos
@@ -139,17 +139,17 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
     out, features = {}, {}
     for name, settings in runs.items():
         store = folder / f"features-{name}"
-        # the issue-time rows run with glibc's default malloc; from "fp32" on, freed memory is kept
+        # the reference rows run with glibc's default malloc; from "fp32" on, freed memory is kept
         # (retain_freed_memory acts once per process and cannot be undone, hence this order)
-        if name in ("issue", "before"):
+        if name in ("reference", "before"):
             os.environ["VIDEOTEXT_MALLOC"] = "system"
         else:
             os.environ.pop("VIDEOTEXT_MALLOC", None)
             retain_freed_memory.cache_clear()
         per_frame = settings.pop("per_frame_context", False)
         original = V.frame_to_rgb
-        if per_frame:  # the issue-time decoder: a new swscale context for every frame
-            V.frame_to_rgb = issue_time_frame_to_rgb
+        if per_frame:  # the reference decoder: a new swscale context for every frame
+            V.frame_to_rgb = reference_frame_to_rgb
         try:
             summary = extract_features(manifest, settings.pop("experts"), store, rate=1.0, progress=False,
                                        **settings)
@@ -160,7 +160,7 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
                      **{k: v for k, v in settings.items() if k != "options"}}
         read = FeatureStore(store)
         features[name] = np.concatenate([read.get("appearance", key)[0] for key in sorted(read.keys("appearance"))])
-    a = features["issue"].astype(np.float64)
+    a = features["reference"].astype(np.float64)
 
     def min_cosine(name: str) -> float:
         b = features[name].astype(np.float64)
@@ -168,7 +168,7 @@ def bench_demo_appearance(folder: Path, videos: int) -> dict:
 
     ratio = lambda a, b: out[a]["videos_per_s"] / out[b]["videos_per_s"]  # noqa: E731
     ratios = {f"{name}_over_{base}": ratio(name, base) for name in ("main_fp32", "main_auto", "fp32", "auto")
-              for base in ("issue", "before")}
+              for base in ("reference", "before")}
     return {**out, **ratios, **{f"{name}_min_cosine": min_cosine(name) for name in ("main_fp32", "main_auto", "fp32", "auto")},
             "auto_is": "bf16" if resolve_precision("auto") is not None else "fp32", "frames": int(len(a))}
 
@@ -184,16 +184,16 @@ def main() -> None:
     results: dict = {"decode": {}, "extract": []}
     with tempfile.TemporaryDirectory(prefix="vt-bench-") as tmp:
         demo = results["demo_appearance"] = bench_demo_appearance(Path(tmp) / "demo", args.demo_videos)
-        for name in ("issue", "before", "main_fp32", "main_auto", "fp32", "auto"):
+        for name in ("reference", "before", "main_fp32", "main_auto", "fp32", "auto"):
             row = demo[name]
             print(f"demo appearance {name:9s} precision={row['precision']} workers={row['workers']} "
                   f"batch={row['batch_size']} per-frame swscale={row['per_frame_context']} "
                   f"networks in workers={row.get('networks_in_workers', False)}: "
                   f"{row['videos_per_s']:.2f} videos/s ({row['videos']} videos, {row['seconds']:.1f}s)")
         for name in ("main_fp32", "main_auto", "fp32", "auto"):
-            print(f"demo appearance {name} / issue-time: {demo[name + '_over_issue']:.2f}x "
-                  f"(/ issue-time settings with today's decoder: {demo[name + '_over_before']:.2f}x; min cosine of the "
-                  f"{demo['frames']} frame features to issue-time {demo[name + '_min_cosine']:.5f})")
+            print(f"demo appearance {name} / reference: {demo[name + '_over_reference']:.2f}x "
+                  f"(/ reference settings with today's decoder: {demo[name + '_over_before']:.2f}x; min cosine of the "
+                  f"{demo['frames']} frame features to the reference {demo[name + '_min_cosine']:.5f})")
         print(f"auto is {demo['auto_is']} on this machine")
         if args.demo_only:
             write_json(args.out, results)

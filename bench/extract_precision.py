@@ -8,7 +8,7 @@ their own videos), once at `--precision fp32` and once at `bf16`, then evaluates
 on each store. Prints, for every expert with a network, the per-step feature cosine (min
 and mean over all steps), the video embeddings' cosine (min and mean), text→video and
 video→text R@1 on both stores with their difference, and each extraction's videos/s. The
-issue-19 bar: embeddings within cosine 0.999, R@1 within 0.5. Needs a trained run whose
+bar: embeddings within cosine 0.999, R@1 within 0.5. Needs a trained run whose
 manifest points at videos (`make demo` writes runs/demo).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ latency p50/p95, build time, memory, and saving / loading the index.
 
 Two data sets (`--data`):
 
-- ``clustered`` (default, issue 19): embedding-like vectors. Real video embeddings sit
+- ``clustered`` (default): embedding-like vectors. Real video embeddings sit
   in a low-dimensional part of the space, in clusters (videos of the same kind), and a
   text query lands near its video, not uniformly. The generator: `--clusters` centres
   drawn in a 32-d latent subspace mapped into 256-d (`unit_vectors` with a basis, as
@@ -11,7 +11,7 @@ Two data sets (`--data`):
   `--spread` per dimension (relative to a unit centre), L2-normalised; queries are
   fresh points drawn the same way. Searched with HNSW (`Index(kind="hnsw")`, M and
   efConstruction from `--hnsw-m` / `--ef-construction`, swept over efSearch).
-- ``random``: isotropic Gaussian vectors, the worst case (issue 9), searched with IVF.
+- ``random``: isotropic Gaussian vectors, the worst case, searched with IVF.
 
 Exact = `Index(kind="flat")`; approximate = `Index(kind="ivf")` (IVF-flat, nlist lists,
 swept over nprobe). HNSW is left out at this size: its graph build takes ~8 min for 10^6
@@ -24,7 +24,7 @@ recall search use all threads. Settings are timed back to back on each query, so
 from other processes on a shared machine hits exact and approximate alike.
 
     python bench/index_scale.py                       # clustered, HNSW, 1 000 000 × 256
-    python bench/index_scale.py --data random         # the issue-9 worst case, IVF, ~4 min on 2 cores
+    python bench/index_scale.py --data random         # the worst case, IVF, ~4 min on 2 cores
     python bench/index_scale.py --n 100000 --out /tmp/x.json
     python bench/index_scale.py --persist-only        # save/load of 10^6 entries only, ~1 min
 """
@@ -71,7 +71,7 @@ def rss_mb() -> float:
 
 def save_load_seconds(index: Index) -> dict[str, float]:
     """Seconds to save `index` (entries.parquet + FAISS file) and to load it back, and the
-    entries alone (`write_entries` / `read_entries`, the issue-19 target of <= 5 s at 10^6)."""
+    entries alone (`write_entries` / `read_entries`; the target is <= 5 s at 10^6)."""
     from videotext.search.index import _gc_paused, read_entries, write_entries
 
     folder = Path(tempfile.mkdtemp(prefix="vt-index-scale-"))

@@ -1,4 +1,4 @@
-"""`videotext convert` options (issue 22): every converter validates its `--option` keys
+"""`videotext convert` options: every converter validates its `--option` keys
 against its table (one line naming the key and the valid ones, exit status 2), `--help`
 lists each table with defaults and their source, and a conversion prints the architecture
 it inferred and where each option value came from."""

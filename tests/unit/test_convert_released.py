@@ -1,4 +1,4 @@
-"""Official Frozen and MMT checkpoints as released (issue 23): the trainers pickle a
+"""Official Frozen and MMT checkpoints as released: the trainers pickle a
 `parse_config.ConfigParser` under 'config'. Built here with a stand-in of that class whose
 module is removed before converting, they convert without `trust`, to the same weights as
 a plain-dict checkpoint, using the config's values; a pickled `__reduce__` payload never

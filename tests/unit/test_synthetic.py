@@ -281,7 +281,7 @@ def test_render_video_parameters_and_fingerprint(tmp_path, specs):
     assert not is_rendered(spec, tmp_path / "missing.mp4")
 
 
-# --- the noisy narration track (issue 11) ------------------------------------------------------
+# --- the noisy narration track ------------------------------------------------------
 def test_narration_track_is_noisy_loosely_aligned_and_deterministic(built, specs):
     from videotext.data.synthetic.narration import FILLERS, JITTER_S, UNRELATED, filler_share, narrate
 

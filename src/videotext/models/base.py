@@ -1,6 +1,6 @@
 """The interface every method implements, and the registry that names them.
 
-A method is an `nn.Module` with four operations (DESIGN.md "Layout"):
+A method is an `nn.Module` with four operations:
 
     encode_text(batch)  -> Embedding        per caption (or paragraph)
     encode_video(batch) -> Embedding        per video (or clip)

@@ -1,5 +1,5 @@
-"""Multi-process training, extraction and indexing under `torchrun` (DESIGN.md: "move to
-many GPUs with torchrun without changing code").
+"""Multi-process training, extraction and indexing under `torchrun`: the same commands and
+configs move from one process to many GPUs without changing code.
 
 `init_distributed()` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT) and joins the process group: nccl on CUDA (device

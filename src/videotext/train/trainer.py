@@ -146,7 +146,7 @@ class Trainer:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.data = RunData(cfg)
         self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims)
-        from videotext.train.init_from import apply_init  # train.init_from / train.freeze (issue 11)
+        from videotext.train.init_from import apply_init  # train.init_from / train.freeze
         apply_init(self.method, cfg.train, self.run_dir, self.rank, cfg.method)
         self.method.to(self.device)
         self.train_set = self.data.split(cfg.data.train_split)

@@ -1,4 +1,4 @@
-"""A noisy "narration" track for synthetic videos: the HowTo100M stand-in (issue 11).
+"""A noisy "narration" track for synthetic videos: the HowTo100M stand-in.
 
 Instructional-video speech is only loosely tied to the pixels (MMT §4.1: "captions are
 naturally noisy, and often do not describe the visual content accurately or are
