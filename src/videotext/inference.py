@@ -15,6 +15,7 @@ of `query_vectors` · `index_vectors`, and the method's own `rerank` (ToCo) or
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,6 +34,80 @@ from videotext.runtime import autocast, resolve_precision, retain_freed_memory, 
 from videotext.train.checkpoint import load_meta, load_weights
 from videotext.train.trainer import resolve_device
 
+# --- the dtype boundary of the public API ------------------------------------------------
+# What goes in (frames, features, vectors) is cast to float32 here, whatever its float dtype;
+# the method runs at the run's precision (`LoadedModel._run`); what comes out is float32.
+
+
+def _float_input(value: Any, what: str, shape: str, integers: bool = True) -> torch.Tensor:
+    """A user's array (torch, numpy or nested lists) as a float32 CPU tensor with as many
+    dimensions as `shape` names; float64, bf16 and fp16 are cast (integers too when
+    `integers`). Anything else raises one VideoTextError naming `what` and `shape`."""
+    expected = f"{what}: expected a float array of shape {shape}"
+    if isinstance(value, torch.Tensor):
+        tensor, dtype = value.detach(), str(value.dtype).removeprefix("torch.")
+        numeric = tensor.is_floating_point() or (integers and not tensor.is_complex() and tensor.dtype != torch.bool)
+    else:
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError):  # ragged nested lists
+            raise VideoTextError(f"{expected}, got {type(value).__name__} of uneven lengths") from None
+        dtype = str(array.dtype)
+        numeric = array.dtype.kind == "f" or (integers and array.dtype.kind in "iu")
+        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)) if numeric else None
+    if not numeric:
+        raise VideoTextError(f"{expected}, got {type(value).__name__} of dtype {dtype}")
+    if tensor.dim() != shape.count(",") + 1:
+        raise VideoTextError(f"{expected}, got shape {list(tensor.shape)}")
+    return tensor.to("cpu", torch.float32)
+
+
+def _float32_cpu(value: Any) -> Any:
+    """An embedding (tensor or dict of tensors) as float32 on the CPU; other values unchanged."""
+    if isinstance(value, dict):
+        return {k: _float32_cpu(v) for k, v in value.items()}
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to("cpu", torch.float32)
+    return value
+
+
+def _texts(texts: Any) -> list[str]:
+    """One string or a sequence of strings as a list; anything else is a VideoTextError."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, (torch.Tensor, np.ndarray, bytes)) or not hasattr(texts, "__iter__"):
+        raise VideoTextError(f"texts: expected a string or a list of strings, got {type(texts).__name__}")
+    texts = list(texts)
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise VideoTextError(f"texts: expected a string or a list of strings, got {type(text).__name__} "
+                                 f"at position {position}")
+    return texts
+
+
+class _ArrayStore:
+    """A FeatureStore look-alike over in-memory features {expert: [B, T, D]}: video `str(i)` is row i,
+    every step real, no timestamps (NaN: methods that embed time treat them as unknown)."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], dims: dict[str, int]):
+        self.arrays, self.dims = arrays, dims
+
+    def dim(self, expert: str) -> int:
+        return self.dims[expert]
+
+    def has_expert(self, expert: str) -> bool:
+        return expert in self.arrays
+
+    def has(self, expert: str, key: str) -> bool:
+        return expert in self.arrays
+
+    def is_missing(self, expert: str, key: str) -> bool:
+        return False
+
+    def get(self, expert: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+        values = self.arrays[expert][int(key)]  # [T, D]
+        return values, np.full(len(values), np.nan)
+
 
 class LoadedModel:
     """A trained method with the data settings it was trained with."""
@@ -42,20 +117,88 @@ class LoadedModel:
         self.run_dir, self.method, self.config, self.device = run_dir, method, config, device
         self.precision = precision or config.inference.precision  # auto | fp32 | bf16
         self.dtype = resolve_precision(self.precision, device)  # torch.bfloat16, or None for fp32
+        self.expert_dims: dict[str, int] = {}  # feature width per expert, from the checkpoint
 
     def autocast(self):
         """The run's inference precision (`--precision`) as a context: bf16 autocast or nothing."""
         return autocast(self.dtype, self.device)
+
+    def _run(self, function: Any, *args: Any, at_precision: bool = True, **kwargs: Any) -> Any:
+        """The dtype boundary every public `encode_*` / `search` goes through: `function` runs
+        without gradients at the run's precision (`at_precision`: bf16 autocast under bf16, where
+        `cast_for_inference` also stored some networks' weights in bf16; those cast their float32
+        inputs themselves), and its tensors come back float32 on the CPU, so bf16 stays inside."""
+        with torch.inference_mode(), (self.autocast() if at_precision else contextlib.nullcontext()):
+            out = function(*args, **kwargs)
+        return _float32_cpu(out)
 
     @property
     def experts(self) -> list[str]:
         return list(self.config.data.experts)
 
     def encode_text(self, texts: str | Sequence[str]) -> torch.Tensor:
-        """Query vectors [N, D] (CPU) for a dot-product index (the method's `query_vectors`)."""
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        with self.autocast():
-            return self.method.query_vectors(encode_texts(self.method, texts, device=self.device))
+        """Query vectors [N, D] (float32, CPU) for a dot-product index (the method's `query_vectors`)."""
+        text = self._run(encode_texts, self.method, _texts(texts), device=self.device)
+        return self._run(self.method.query_vectors, text, at_precision=False)
+
+    def encode_video(self, video: Any) -> torch.Tensor:
+        """Index vectors [B, D] (float32, CPU) of videos given as arrays (torch, numpy or lists;
+        float32, or float64 / bf16 / fp16, cast), at the run's precision:
+
+        - methods that read pixels (`video_inputs = "frames"`, e.g. Frozen): frames
+          [B, T, 3, H, W], normalised as the method's frame transform does;
+        - feature methods: {expert: features [B, T, D]} of the run's `experts`, every step
+          real; an expert left out counts as absent for every video (as a silent video's audio).
+        """
+        if self.method.video_inputs == "frames":
+            frames = _float_input(video, "frames", "[B, T, 3, H, W]", integers=False)
+            size = getattr(self.method, "img_size", None)
+            if frames.shape[2] != 3 or (size and tuple(frames.shape[3:]) != (size, size)):
+                sides = f"{size}, {size}" if size else "H, W"
+                raise VideoTextError(f"frames: expected shape [B, T, 3, {sides}], got {list(frames.shape)}")
+            embedding = self._run(self.method.encode_video, {"frames": frames.to(self.device)})
+        else:
+            dataset, reader = self._feature_videos(video)
+            embedding = self._run(encode_videos, self.method, dataset, reader, device=self.device)
+        return self._run(self.method.index_vectors, embedding, at_precision=False)
+
+    def _feature_videos(self, features: Any) -> tuple[VideoTextDataset, VideoFeatures]:
+        """{expert: [B, T, D]} as a dataset of B videos and its feature reader."""
+        from videotext.data.schema import Video
+
+        expected = f"features: expected {{expert: [B, T, D] array}} for the run's experts {self.experts}"
+        if not isinstance(features, dict) or not features:
+            raise VideoTextError(f"{expected}, got {type(features).__name__}")
+        unknown = sorted(map(str, set(features) - set(self.experts)))
+        if unknown:
+            raise VideoTextError(f"{expected}, got unknown {unknown}")
+        arrays, dims = {}, dict(self.expert_dims)
+        for expert, value in features.items():
+            array = _float_input(value, f"features[{expert!r}]", "[B, T, D]").numpy()
+            if dims.get(expert, array.shape[2]) != array.shape[2]:
+                raise VideoTextError(f"features[{expert!r}]: expected D = {dims[expert]}, "
+                                     f"got shape {list(array.shape)}")
+            arrays[expert], dims[expert] = array, array.shape[2]
+        counts = {e: a.shape[0] for e, a in arrays.items()}
+        if len(set(counts.values())) > 1:
+            raise VideoTextError(f"features: every expert needs the same number of videos B, got {counts}")
+        unsized = [e for e in self.experts if e not in dims]
+        if unsized:
+            raise VideoTextError(f"{expected}, got none of {unsized} (whose width the checkpoint does not record)")
+        videos = [Video(id=str(i)) for i in range(next(iter(counts.values())))]
+        reader = VideoFeatures(_ArrayStore(arrays, dims), self.experts, self.config.data.max_steps_per_expert)
+        return VideoTextDataset("features", videos), reader
+
+    def similarity(self, text: Any, video: Any) -> torch.Tensor:
+        """Scores [N, M] (float32) of query vectors [N, D] (`encode_text`) against index vectors
+        [M, D] (`encode_video(s)`): their dot product, the index's score (for methods that
+        re-score, `search`'s shortlist score). Any float dtype in, float32 out."""
+        text = _float_input(text, "text vectors", "[N, D]")
+        video = _float_input(video, "video vectors", "[M, D]")
+        if text.shape[1] != video.shape[1]:
+            raise VideoTextError(f"video vectors: expected width D = {text.shape[1]} (the text vectors'), "
+                                 f"got shape {list(video.shape)}")
+        return text @ video.T
 
     def features_for(self, dataset: VideoTextDataset, features_dir: str | Path,
                      progress: bool = True) -> VideoFeatures:
@@ -92,9 +235,9 @@ class LoadedModel:
         return {"options": options} if options else {}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
-        """Index vectors [N, D] (CPU) of every video (the method's `index_vectors`)."""
-        with self.autocast():
-            return self.method.index_vectors(encode_videos(self.method, dataset, features, device=self.device))
+        """Index vectors [N, D] (float32, CPU) of every video (the method's `index_vectors`)."""
+        embedding = self._run(encode_videos, self.method, dataset, features, device=self.device)
+        return self._run(self.method.index_vectors, embedding, at_precision=False)
 
     @property
     def rescores(self) -> bool:
@@ -251,10 +394,9 @@ class LoadedModel:
         if isinstance(index, (str, Path)):
             index = Index.load(index)
         single = isinstance(query, str)
-        texts = [query] if single else list(query)
-        with self.autocast():
-            text = encode_texts(self.method, texts, device=self.device)
-        vectors = self.method.query_vectors(text).float().numpy()
+        texts = _texts(query)
+        text = self._run(encode_texts, self.method, texts, device=self.device)
+        vectors = self._run(self.method.query_vectors, text, at_precision=False).numpy()
         if not (self.rescores and index.part_names):
             hits = index.search(vectors, k)
             return hits[0] if single else hits
@@ -350,6 +492,7 @@ def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "aut
     torch_device = resolve_device(device)
     method.to(torch_device).eval()
     model = LoadedModel(run_dir, method, config, torch_device, precision)
+    model.expert_dims = {e: int(d) for e, d in (dims or {}).items()}
     if model.dtype is not None:  # a loaded run only encodes: bf16 weights where the method gains from them
         method.cast_for_inference(model.dtype)
     return model

@@ -113,10 +113,20 @@ class Hit(Entry):
 
 
 def _as_matrix(x: Any, what: str) -> np.ndarray:
-    """numpy / torch / nested list -> C-contiguous float32 [N, D]; rows L2-normalised."""
+    """numpy / torch / nested list of any real dtype (float32, float64, bf16 …) -> C-contiguous
+    float32 [N, D], rows L2-normalised: the one place vectors enter the index."""
     if hasattr(x, "detach"):  # torch.Tensor, without importing torch
-        x = x.detach().to("cpu").float().numpy()
-    arr = np.array(x, dtype=np.float32, copy=True, order="C")
+        x = x.detach().to("cpu")
+        if x.is_complex() or str(x.dtype) == "torch.bool":
+            raise VideoTextError(f"{what} must be real numbers, got a tensor of {x.dtype}")
+        x = x.float().numpy()
+    try:
+        raw = np.asarray(x)
+    except (ValueError, TypeError):  # ragged nested lists
+        raise VideoTextError(f"{what} must be a [N, D] matrix of numbers, got rows of uneven lengths") from None
+    if raw.dtype.kind not in "fiu":  # strings, objects, bool, complex
+        raise VideoTextError(f"{what} must be a [N, D] matrix of numbers, got {type(x).__name__} of dtype {raw.dtype}")
+    arr = np.array(raw, dtype=np.float32, copy=True, order="C")
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2:
@@ -302,9 +312,12 @@ class Index:
         """Parts as numpy arrays with N rows; the same names as the entries already stored."""
         arrays = {}
         for name, value in (parts or {}).items():
-            if hasattr(value, "detach"):
-                value = value.detach().to("cpu").numpy()
+            if hasattr(value, "detach"):  # torch: bf16 / fp16 parts are stored as float32
+                value = value.detach().to("cpu")
+                value = (value.float() if value.is_floating_point() else value).numpy()
             arr = np.asarray(value)
+            if arr.dtype.kind == "f" and arr.dtype != np.float32:
+                arr = arr.astype(np.float32)
             if arr.ndim < 1 or len(arr) != n:
                 raise VideoTextError(f"re-scoring part {name!r} has shape {arr.shape}, expected {n} rows")
             arrays[name] = arr

@@ -213,7 +213,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             captions = h.meta.get("captions") or [None]
             has_file = bool(h.path)
             results.append(Result(
-                id=h.id, video_id=h.video_id, rank=h.rank, score=h.score, path=public_path(h.path, root),
+                id=h.id, video_id=h.video_id, rank=h.rank, score=float(h.score), path=public_path(h.path, root),
                 start=h.start, end=h.end,
                 caption=captions[0] if isinstance(captions, list) and captions else None,
                 thumbnail=f"/thumbnail/{quote(h.id, safe='')}",
