@@ -174,3 +174,44 @@ def test_manifest_example_loads(tmp_path: Path) -> None:
     assert {k: len(v) for k, v in dataset.splits.items()} == {"train": 1, "val": 1, "test": 1}
     assert dataset["video6"].meta["query_caption"] in dataset["video6"].captions
     assert json.loads(examples[0])["version"] == 1
+
+
+# --- the tree speaks of the project ---------------------------------------------------------
+README_MAX_LINES = 160  # one screen to a first result; depth lives in docs/
+# development-process references ("issue 11", "issue-time", "stop 28", "this stop")
+# and references to files outside the repository (design notes beside the checkout)
+PROCESS = re.compile(r"\bissue[ -]?#?\d+|\bissue-time\b|\bstop \d+\b|\bthis stop\b", re.I)
+OUTSIDE = re.compile(r"\.\./shared|\bDESIGN\.md\b|\bOFFICIAL_CODE_NOTES\b|\bDEVELOPERS\.md\b")
+TREE_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".sh", ".html", ".js", ".css", ".json", ".cfg"}
+
+
+def tree_files() -> list[Path]:
+    roots = [ROOT / d for d in ("src", "docs", "bench", "scripts", "tests")]
+    files = [ROOT / n for n in ("README.md", "Makefile", "pyproject.toml", ".ci/run")]
+    for root in roots:
+        files += [p for p in root.rglob("*") if p.suffix in TREE_SUFFIXES and p.is_file()
+                  and "egg-info" not in p.as_posix() and "__pycache__" not in p.parts]
+    return [p for p in files if p.is_file() and p != Path(__file__).resolve()]
+
+
+def references(text: str) -> list[str]:
+    return [m.group(0) for pattern in (PROCESS, OUTSIDE) for m in pattern.finditer(text)]
+
+
+def test_readme_fits_one_screen_to_a_first_result() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES
+    assert lines[3:5] == ["make demo    # creates .venv if needed, installs, runs the main job on the embedded data",
+                          "make test    # same set-up, fetches the Debian test assets, runs the test suite"]
+
+
+def test_the_tree_cites_no_development_history_and_no_file_outside_the_repository() -> None:
+    found = {p.relative_to(ROOT).as_posix(): refs for p in tree_files()
+             if (refs := references(p.read_text(encoding="utf-8", errors="replace")))}
+    assert found == {}
+
+
+def test_reference_checker_catches_both_kinds() -> None:
+    text = ("as in issue 11; the issue-time path; until stop 28; see DESIGN.md and ../shared/x; "
+            "a GitHub issue thread; stopwords")
+    assert references(text) == ["issue 11", "issue-time", "stop 28", "DESIGN.md", "../shared"]

@@ -37,7 +37,7 @@ def masked_reference(attn: DividedAttention, x: torch.Tensor, allowed: torch.Ten
 
 
 def shared_masks(frames: int, patches: int) -> dict[str, torch.Tensor]:
-    """OFFICIAL_CODE_NOTES Frozen 2: [CLS] query sees all; patch queries see their group + [CLS]."""
+    """The official `VarAttention.forward`: [CLS] query sees all; patch queries see their group + [CLS]."""
     idx = torch.arange(frames * patches)
     frame, patch = idx // patches, idx % patches
     out = {}

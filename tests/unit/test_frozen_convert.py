@@ -1,7 +1,7 @@
 """`videotext convert frozen`: an official-format checkpoint (official key names and shapes,
 built here with random weights) loads with no missing/unexpected keys, and the converted
-model reproduces a hand-written forward of the official formulas (OFFICIAL_CODE_NOTES
-"Frozen in Time" 1–6) to 1e-5."""
+model reproduces a hand-written forward of the official formulas (the official video_transformer.py and model.py: modified residual, [CLS]
+handling, token layout, final norm, text projection, no normalisation inside) to 1e-5."""
 from __future__ import annotations
 
 import pytest

@@ -7,10 +7,12 @@ net_text_local, net_text_global} (older files: a list of the four in that order,
 MultiHeadAttention, PointwiseFeedForwardNetwork), `poolers.py` (MultiGenPool/GenPool)
 and `normalizations.py` (LayerNormalization with gain/bias).
 
-The converted config switches on the official behaviours (OFFICIAL_CODE_NOTES.md,
-COOT 4, 6, 8): `layer_norm="coot"`, `positional_encoding="sincos_official"`,
-`global_pooling="avg_special"`. Only 1-layer attention and 1 AF module are supported
-(the paper configs; more layers are broken in the official code, notes 1 and 7).
+The converted config switches on the official code's behaviours (`layernorm_coot` in
+normalizations.py, the sin/cos encoding of encoder.py, `TemporalAvgPool` that ignores the
+mask): `layer_norm="coot"`, `positional_encoding="sincos_official"`,
+`global_pooling="avg_special"`. Only 1-layer attention and 1 AF module are supported (the
+paper configs; the official `TransformerEncoder` does not really stack more layers, and
+`GenPool` with more than one module differs likewise).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Official Frozen in Time checkpoints (m-bain/frozen-in-time) → a videotext run directory.
 
 The official file is `torch.save({'arch', 'epoch', 'state_dict', 'optimizer', 'monitor_best',
-'config'})`, keys optionally prefixed `module.` (OFFICIAL_CODE_NOTES "Checkpoint formats").
+'config'})`, keys optionally prefixed `module.` (saved from a DataParallel / DDP wrapper).
 Our video model uses the official names (`video_model.*`), so the mapping is:
 
     module.                      → (dropped; detected on every key, not only the first)

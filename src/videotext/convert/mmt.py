@@ -1,7 +1,7 @@
 """Official MMT checkpoints (`gabeur/mmt`, `model/model.py` CENet) → a videotext `mmt` run.
 
 The official file is `{'arch', 'epoch', 'state_dict', 'config', ...}` with no `module.`
-prefix (OFFICIAL_CODE_NOTES.md, MMT). The paper configs use vid_cont 'bert',
+prefix (the official trainer saves the bare model). The paper configs use vid_cont 'bert',
 vid_inp 'both', pos_enc 'tint', out_tok 'mxp', txt_pro 'gbn', txt_wgh 'emb',
 vid_wgh 'none', keep_missing_modalities true. Key mapping:
 

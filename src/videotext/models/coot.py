@@ -9,8 +9,8 @@ Two symmetric branches, each of two nets (§2):
   (eq. 5) + FF → H_context; video embedding = concat(mean(h), H_context).
 
 Inputs are hierarchies built by `videotext.data.hierarchy` (frame features per clip,
-per-token BERT features per sentence). Official-code quirks (OFFICIAL_CODE_NOTES.md,
-COOT) are options, off by default: `layer_norm="coot"`, `positional_encoding=
+per-token BERT features per sentence). The official code's quirks
+(gingsi/coot-videotext) are options, off by default: `layer_norm="coot"`, `positional_encoding=
 "sincos_official"`, `global_pooling="avg_special"`; `videotext.convert.coot` sets them.
 """
 from __future__ import annotations

@@ -68,7 +68,7 @@ class FrozenConfig:
     text_pooling: str = "cls"  # §3.1: the [CLS] output of the final layer
     freeze_text: bool = False
     max_text_tokens: int = 30
-    text_relu: bool = False  # official txt_proj = Sequential(ReLU, Linear) (OFFICIAL_CODE_NOTES Frozen 5)
+    text_relu: bool = False  # official txt_proj = Sequential(ReLU, Linear) (official model.py)
     embed_dim: int = 256  # §4.3: common space of dimension 256
     temperature: float = 0.05  # σ (§4.3)
     paragraph_captions: bool = False  # §4.3: train on random concatenations of a video's captions (DiDeMo)

@@ -12,7 +12,7 @@ of the official Frozen checkpoints' `video_model.*`, so a ViT state dict initial
 spatial weights by name (§3.2) and official checkpoints load without renaming.
 
 [CLS] handling (the paper only says one [CLS] is prepended and read out at the end):
-- ``cls_attention="shared"`` (default, the official code, OFFICIAL_CODE_NOTES Frozen 2):
+- ``cls_attention="shared"`` (default, the official code, `VarAttention.forward`):
   one [CLS]; its query attends to every token in both attention calls, and every patch
   query also attends to the [CLS] key/value beside its own group.
 - ``cls_attention="per_frame"``: one [CLS] per frame (time attention runs over them like
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-LN_EPS = 1e-6  # every LayerNorm of the official video model (OFFICIAL_CODE_NOTES Frozen 4)
+LN_EPS = 1e-6  # every LayerNorm of the official video model (video_transformer.py)
 EXPANSIONS = ("zeros", "nearest", "bilinear")  # appendix Table 7
 CLS_MODES = ("shared", "per_frame")
 RESIDUALS = ("frozen", "timesformer")  # appendix Fig. 2 (right / left)
@@ -62,7 +62,7 @@ class DividedAttention(nn.Module):
         if dim % heads:
             raise ValueError(f"width {dim} is not divisible by {heads} heads")
         self.heads, self.fused = heads, fused
-        self.qkv = nn.Linear(dim, 3 * dim)  # qkv_bias=True (OFFICIAL_CODE_NOTES Frozen 4)
+        self.qkv = nn.Linear(dim, 3 * dim)  # qkv_bias=True, as the official video model
         self.proj = nn.Linear(dim, dim)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
