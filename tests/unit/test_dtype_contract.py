@@ -96,7 +96,8 @@ def test_frozen_takes_float32_frames_and_gives_float32_embeddings(frozen_run, pr
     frames = frames_batch(size)
     video = model.encode_video(frames)
     assert_float32(video, (3, embed))
-    unit = 1e-5 if precision == "fp32" else 2**-8  # bf16 normalises to within its rounding (measured 0.0033)
+    # under bf16 the norm and the division round to 8 bits (worst case about 2^-8; measured 0.0033)
+    unit = 1e-5 if precision == "fp32" else 2**-7
     torch.testing.assert_close(video.norm(dim=1), torch.ones(3), atol=unit, rtol=0)
     text = model.encode_text(["a red circle moves left", "a blue square"])
     assert_float32(text, (2, embed))
@@ -107,7 +108,7 @@ def test_frozen_takes_float32_frames_and_gives_float32_embeddings(frozen_run, pr
     assert torch.equal(model.encode_video(frames.double()), video)
     assert torch.equal(model.encode_video(frames.numpy()), video)
     from_bf16 = model.encode_video(frames.bfloat16())
-    assert from_bf16.dtype is torch.float32 and min_cosine(from_bf16, video) >= 0.99  # measured 0.9998
+    assert from_bf16.dtype is torch.float32 and min_cosine(from_bf16, video) >= 0.999  # measured 0.9999999
     assert model.similarity(text.double(), video.numpy()).dtype is torch.float32
 
 
@@ -119,7 +120,8 @@ def test_frozen_bf16_run_is_within_cosine_0999_of_fp32(frozen_run):
     texts = ["a red circle moves left", "two squares", "a blue triangle spins", "a green dot"]
     video32, video16 = fp32.encode_video(frames), bf16.encode_video(frames)
     text32, text16 = fp32.encode_text(texts), bf16.encode_text(texts)
-    # measured min cosine video 0.99998 / text 0.99999 (AVX512-BF16, and emulated bf16 alike)
+    # measured min cosine video 0.999984 / text 0.999981 on AMD EPYC (AVX512-BF16), the same under
+    # ONEDNN_MAX_CPU_ISA=AVX512_CORE (emulated bf16): the bound leaves 50x that error
     assert min_cosine(video16, video32) >= 0.999
     assert min_cosine(text16, text32) >= 0.999
     assert not torch.equal(video16, video32)  # the bf16 tower really ran
@@ -187,7 +189,8 @@ def test_dual_bf16_run_is_within_cosine_0999_of_fp32(dual_run, tiny_synth):
     texts = [v.captions[0] for v in dataset][:8]
     video32, video16 = fp32.encode_video(features), bf16.encode_video(features)
     text32, text16 = fp32.encode_text(texts), bf16.encode_text(texts)
-    # measured min cosine video 0.99999 / text 0.99999 (AVX512-BF16, and emulated bf16 alike)
+    # measured min cosine video 0.999995 / text 0.999988 on AMD EPYC (AVX512-BF16), the same under
+    # ONEDNN_MAX_CPU_ISA=AVX512_CORE (emulated bf16): the bound leaves 80x that error
     assert min_cosine(video16, video32) >= 0.999
     assert min_cosine(text16, text32) >= 0.999
     assert not torch.equal(video16, video32)  # bf16 autocast really ran
