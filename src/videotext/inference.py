@@ -78,6 +78,8 @@ def _texts(texts: Any) -> list[str]:
     if isinstance(texts, (torch.Tensor, np.ndarray, bytes)) or not hasattr(texts, "__iter__"):
         raise VideoTextError(f"texts: expected a string or a list of strings, got {type(texts).__name__}")
     texts = list(texts)
+    if not texts:
+        raise VideoTextError("texts: expected a string or a list of strings, got an empty list")
     for position, text in enumerate(texts):
         if not isinstance(text, str):
             raise VideoTextError(f"texts: expected a string or a list of strings, got {type(text).__name__} "
@@ -153,10 +155,14 @@ class LoadedModel:
         if self.method.video_inputs == "frames":
             frames = _float_input(video, "frames", "[B, T, 3, H, W]", integers=False)
             size = getattr(self.method, "img_size", None)
-            if frames.shape[2] != 3 or (size and tuple(frames.shape[3:]) != (size, size)):
+            if frames.shape[2] != 3 or (size and tuple(frames.shape[3:]) != (size, size)) or not len(frames):
                 sides = f"{size}, {size}" if size else "H, W"
-                raise VideoTextError(f"frames: expected shape [B, T, 3, {sides}], got {list(frames.shape)}")
-            embedding = self._run(self.method.encode_video, {"frames": frames.to(self.device)})
+                raise VideoTextError(f"frames: expected shape [B, T, 3, {sides}] with B >= 1, "
+                                     f"got {list(frames.shape)}")
+            try:
+                embedding = self._run(self.method.encode_video, {"frames": frames.to(self.device)})
+            except ValueError as exc:  # the network's own check of its input, e.g. more frames than trained on
+                raise VideoTextError(f"frames: {exc}") from exc
         else:
             dataset, reader = self._feature_videos(video)
             embedding = self._run(encode_videos, self.method, dataset, reader, device=self.device)
@@ -180,8 +186,8 @@ class LoadedModel:
                                      f"got shape {list(array.shape)}")
             arrays[expert], dims[expert] = array, array.shape[2]
         counts = {e: a.shape[0] for e, a in arrays.items()}
-        if len(set(counts.values())) > 1:
-            raise VideoTextError(f"features: every expert needs the same number of videos B, got {counts}")
+        if len(set(counts.values())) > 1 or not any(counts.values()):
+            raise VideoTextError(f"features: every expert needs the same number of videos B >= 1, got {counts}")
         unsized = [e for e in self.experts if e not in dims]
         if unsized:
             raise VideoTextError(f"{expected}, got none of {unsized} (whose width the checkpoint does not record)")
@@ -262,13 +268,9 @@ class LoadedModel:
         if set(video) == {"video"}:
             video = video["video"]
         text = {k: v.to(self.device) for k, v in text.items()} if isinstance(text, dict) else text.to(self.device)
-        with torch.inference_mode():
-            if hasattr(self.method, "rerank"):  # a cross-encoder: a network, run at the inference precision
-                with self.autocast():
-                    scores = self.method.rerank(text, video)
-            else:  # a score of stored embeddings: fp32
-                scores = self.method.similarity(text, video)
-        return scores[0].float().cpu()
+        if hasattr(self.method, "rerank"):  # a cross-encoder: a network, run at the inference precision
+            return self._run(self.method.rerank, text, video)[0]
+        return self._run(self.method.similarity, text, video, at_precision=False)[0]  # stored embeddings: fp32
 
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
                     features_dir: str | Path | None = None, progress: bool = True, update: bool = False,

@@ -136,9 +136,13 @@ def test_frozen_wrong_inputs_raise_one_clear_error(frozen_run):
     with pytest.raises(VideoTextError, match=r"frames: expected a float array of shape \[B, T, 3, H, W\], "
                                              r"got shape \[4, 3, 32, 32\]"):
         model.encode_video(frames[0])
-    with pytest.raises(VideoTextError, match=rf"frames: expected shape \[B, T, 3, {size}, {size}\], "
+    with pytest.raises(VideoTextError, match=rf"frames: expected shape \[B, T, 3, {size}, {size}\] with B >= 1, "
                                              rf"got \[3, 4, 3, 16, 16\]"):
         model.encode_video(frames[..., :16, :16])
+    with pytest.raises(VideoTextError, match=r"with B >= 1, got \[0, 4, 3, 32, 32\]"):
+        model.encode_video(frames[:0])
+    with pytest.raises(VideoTextError, match="frames: 8 frames given, the model has temporal embeddings for 4"):
+        model.encode_video(torch.cat([frames, frames], dim=1))
     with pytest.raises(VideoTextError, match="frames: expected a float array .* got Tensor of dtype uint8"):
         model.encode_video(frames.to(torch.uint8))
     with pytest.raises(VideoTextError, match="frames: expected a float array .* got list of uneven lengths"):
@@ -149,6 +153,8 @@ def test_frozen_wrong_inputs_raise_one_clear_error(frozen_run):
         model.encode_text(["a red circle", 3])
     with pytest.raises(VideoTextError, match="texts: expected a string or a list of strings, got Tensor"):
         model.encode_text(torch.zeros(2, 8))
+    with pytest.raises(VideoTextError, match="texts: expected a string or a list of strings, got an empty list"):
+        model.encode_text([])
     with pytest.raises(VideoTextError, match=r"video vectors: expected width D = 256 .* got shape \[3, 8\]"):
         model.similarity(torch.zeros(2, 256), torch.zeros(3, 8))
 
@@ -215,8 +221,10 @@ def test_dual_wrong_features_raise_one_clear_error(dual_run, tiny_synth):
     with pytest.raises(VideoTextError, match=rf"features\['{first}'\]: expected a float array of shape \[B, T, D\], "
                                              r"got shape \[\d+, \d+\]"):
         model.encode_video({**features, first: features[first][0]})
-    with pytest.raises(VideoTextError, match="every expert needs the same number of videos B"):
+    with pytest.raises(VideoTextError, match="every expert needs the same number of videos B >= 1"):
         model.encode_video({**features, first: features[first][:1]})
+    with pytest.raises(VideoTextError, match="every expert needs the same number of videos B >= 1"):
+        model.encode_video({e: a[:0] for e, a in features.items()})
 
 
 # --- the index and the HTTP service ---------------------------------------------------------
