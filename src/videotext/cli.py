@@ -243,6 +243,17 @@ def configs_command() -> None:
         typer.echo(f"{name:<{width}}  {description}")
 
 
+@app.command("methods")
+def methods_command() -> None:
+    """List the registered methods (the `method:` of a config), one line each."""
+    from videotext.models.base import list_methods
+
+    methods = list_methods()
+    width = max(map(len, methods), default=0)
+    for name, description in methods.items():
+        typer.echo(f"{name:<{width}}  {description}")
+
+
 def _metrics_text(result: dict) -> str:
     directions = [k for k, v in result.items() if isinstance(v, dict) and "R1" in v]
     if not directions:
@@ -273,7 +284,7 @@ def eval_command(
     from videotext.train.trainer import RunData
 
     model = load_model(run_dir, checkpoint, precision=precision, threads=threads)
-    if data_config is not None:  # zero-shot on another dataset (issue 11)
+    if data_config is not None:  # zero-shot on another dataset
         from videotext.train.init_from import zero_shot_config
 
         model.config, report = zero_shot_config(model, data_config, checkpoint), False

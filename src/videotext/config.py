@@ -90,7 +90,6 @@ class DataConfig:
     val_split: str = "val"  # model selection happens here, never on test
     test_split: str = "test"
     max_steps_per_expert: int = 30  # features kept per expert (MMT §4.2: 30)
-    max_text_tokens: int = 30  # word pieces per caption (MMT §4.2: 30)
     text: str = "captions"  # captions | paragraph: segment sentences joined per video (ActivityNet paragraphs) | narration: timed speech clips (HowTo100M)
     narration: NarrationConfig = field(default_factory=NarrationConfig)
     mixture: list[MixtureSource] = field(default_factory=list)  # extra training datasets (besides data.manifest's train split)
@@ -308,7 +307,29 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path is not None:
         data = deep_merge(data, read_config_file(find_config(path)))
     data = _resolve_paths(apply_overrides(data, list(overrides or [])), Path.cwd())
-    return from_dict(RunConfig, data, str(path) if path else "config")
+    return from_dict(RunConfig, drop_retired_keys(data, str(path) if path else "config"), str(path) if path else "config")
+
+
+# Keys older configs and runs may hold that nothing reads any more: dropped with a warning, so
+# those runs still load, instead of an "unknown key" error.
+RETIRED_KEYS = {
+    "data.max_text_tokens": "the caption length is each method's model.max_text_tokens",
+}
+
+
+def drop_retired_keys(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """`data` without the RETIRED_KEYS it holds, each dropped with one warning naming it."""
+    import warnings
+
+    for dotted, reason in RETIRED_KEYS.items():
+        *parents, leaf = dotted.split(".")
+        section = data
+        for name in parents:
+            section = section.get(name) if isinstance(section, dict) else None
+        if isinstance(section, dict) and leaf in section:
+            del section[leaf]
+            warnings.warn(f"{where}: {dotted} is no longer read ({reason}); ignored", stacklevel=3)
+    return data
 
 
 def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:

@@ -59,8 +59,7 @@ def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     out_dir = Path(out_dir)
     data = DataConfig(manifest=str(Path(manifest).resolve()) if manifest else "",
                       features=str(Path(features).resolve()) if features else "",
-                      experts=[model_cfg.expert], max_steps_per_expert=int(max_frames),
-                      max_text_tokens=int(max_text_tokens))
+                      experts=[model_cfg.expert], max_steps_per_expert=int(max_frames))
     source = f"{model_cfg.clip_model}@{model_cfg.pretrained or 'random'}"
     config = RunConfig(method="clip4clip", model=to_plain(model_cfg), data=data, out_dir=str(out_dir),
                        name=f"zero-shot CLIP ({source})")

@@ -28,11 +28,34 @@ METHODS: dict[str, type["Method"]] = {}
 
 
 def register(cls: type["Method"]) -> type["Method"]:
-    """Class decorator: make a method available by its `name` in configs and checkpoints."""
+    """Class decorator: make a method available by its `name` in configs and checkpoints.
+
+    A second class under a name already taken is refused (configs and checkpoints name methods,
+    so a silent overwrite would load another model); registering the same class again (a module
+    imported twice) is harmless."""
     if not getattr(cls, "name", None):
         raise TypeError(f"{cls.__name__} needs a `name`")
+    taken = METHODS.get(cls.name)
+    if taken is not None and f"{taken.__module__}.{taken.__qualname__}" != f"{cls.__module__}.{cls.__qualname__}":
+        raise ValueError(f"method name {cls.name!r} is already registered by {taken.__module__}.{taken.__qualname__}; "
+                         f"{cls.__module__}.{cls.__qualname__} needs another name")
     METHODS[cls.name] = cls
     return cls
+
+
+def list_methods() -> dict[str, str]:
+    """Registered method name -> one line saying what it is (its class docstring, else the first
+    line of its module's docstring without the leading "`name`:"), sorted by name."""
+    import sys
+
+    import videotext.models  # noqa: F401  (registers the built-in methods)
+
+    def summary(cls: type) -> str:
+        doc = cls.__dict__.get("__doc__") or sys.modules[cls.__module__].__doc__ or ""
+        first = (doc.strip().splitlines() or [""])[0]
+        return first.split(": ", 1)[1] if first.startswith(f"`{cls.name}`: ") else first
+
+    return {name: summary(METHODS[name]) for name in sorted(METHODS)}
 
 
 def method_class(name: str) -> type["Method"]:

@@ -150,7 +150,7 @@ def zero_shot_config(model: Any, data_config: str | Path, checkpoint: str = "bes
     config = copy.deepcopy(model.config)
     data = copy.deepcopy(other.data)
     run = model.config.data
-    data.experts, data.max_steps_per_expert, data.max_text_tokens = list(run.experts), run.max_steps_per_expert, run.max_text_tokens
+    data.experts, data.max_steps_per_expert = list(run.experts), run.max_steps_per_expert
     data.mixture = []
     if run.experts:
         dims = load_meta(Path(model.run_dir) / "checkpoints" / checkpoint).get("expert_dims") or {}

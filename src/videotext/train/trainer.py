@@ -146,6 +146,9 @@ class Trainer:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.data = RunData(cfg)
         self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims)
+        # the run pins its whole model config, defaults included: a later change of a default
+        # cannot reload this run as another model (config.yaml and every checkpoint's meta)
+        cfg.model = self.method.config_dict()
         from videotext.train.init_from import apply_init  # train.init_from / train.freeze
         apply_init(self.method, cfg.train, self.run_dir, self.rank, cfg.method)
         self.method.to(self.device)
