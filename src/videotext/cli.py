@@ -524,27 +524,16 @@ def convert_command(
 
 
 def parse_options(items: Optional[List[str]]) -> dict:
-    """Repeated `--option key=value` → {key: value}, values parsed as numbers/booleans where they are."""
+    """Repeated `--option key=value` → {key: value}, values typed as `--set` types them."""
+    from videotext.config import parse_value
+
     options = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise VideoTextError(f"--option {item!r}: expected key=value")
-        options[key] = _parse_scalar(value)
+        options[key] = parse_value(value)
     return options
-
-
-def _parse_scalar(value: str):
-    """`--option` values: numbers and booleans as such, anything else as a string."""
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
 
 
 def main(argv: list[str] | None = None) -> None:

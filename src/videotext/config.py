@@ -273,16 +273,37 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
 
 
 # --- overrides and files ------------------------------------------------------------------
+def parse_value(raw: str) -> Any:
+    """A typed value from command-line text (`--set` and `--option` alike): true / false as
+    booleans, integers, floats (``1e-3`` too), ``null`` as None, ``[...]`` / ``{...}`` as YAML
+    lists and mappings, anything else as the string itself. YAML 1.1's other booleans (on, off,
+    yes, no) stay strings: `--set train.amp=off` means the string "off"."""
+    text = raw.strip()
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "~"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text[:1] in ("[", "{"):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            return raw
+    return raw
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `a.b.c=value` strings to a nested dict (values parsed as YAML scalars/lists)."""
+    """Apply `a.b.c=value` strings to a nested dict (values typed by `parse_value`)."""
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. train.epochs=5")
-        try:
-            value = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            value = raw
+        value = parse_value(raw)
         node = data
         parts = key.split(".")
         for part in parts[:-1]:

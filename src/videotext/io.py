@@ -48,6 +48,32 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
             os.fsync(handle.fileno())
 
 
+def read_json_lines(path: str | os.PathLike) -> list[Any]:
+    """Every JSON line of an append-only log (metrics.jsonl, failures.jsonl); [] when the file is
+    missing. A torn last line (the writer was killed mid-line) is skipped with a warning; a bad
+    line before the last is damage, not a torn write, and raises a DataFormatError naming it."""
+    import warnings
+
+    from videotext.errors import DataFormatError
+
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    out = []
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if index != last:
+                raise DataFormatError(path, f"line {index + 1}", f"not a JSON line: {exc}") from None
+            warnings.warn(f"{path}:{index + 1}: torn last line skipped", stacklevel=2)
+    return out
+
+
 def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
     """Atomically write `obj` as JSON."""
     with atomic_open(path, "w", encoding="utf-8") as handle:
@@ -150,10 +176,7 @@ class FailureLog:
         return lines, entries
 
     def read(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        with open(self.path, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
+        return read_json_lines(self.path)
 
 
 def _subjects(entry: dict) -> list[str | None]:

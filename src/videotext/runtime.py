@@ -59,19 +59,30 @@ def cpu_supports_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     return any(flag in cpu_flags(cpuinfo) for flag in BF16_CPU_FLAGS)
 
 
+TRAIN_PRECISIONS = ("auto", "off", "bf16", "fp16")  # train.amp
+
+
 def resolve_precision(precision: str, device: torch.device | str = "cpu",
-                      cpuinfo: str | Path = "/proc/cpuinfo") -> torch.dtype | None:
-    """The autocast dtype for `precision` on `device`: torch.bfloat16, or None for fp32."""
-    if precision not in PRECISIONS:
-        raise VideoTextError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision == "fp32":
+                      cpuinfo: str | Path = "/proc/cpuinfo", *, training: bool = False) -> torch.dtype | None:
+    """The autocast dtype for `precision` on `device`: torch.bfloat16 (or float16), None for fp32.
+
+    The one precision rule of the project. Inference (`inference.precision`, `--precision`:
+    auto | fp32 | bf16): `auto` is bf16 where the hardware runs it natively, on a CUDA device or
+    a CPU with AVX512-BF16/AMX. Training (`train.amp`, ``training=True``: auto | off | bf16 |
+    fp16): `auto` is bf16 on CUDA devices that support it and off on CPUs, where mixed precision
+    changes what a run learns for little gain; fp16 only when asked.
+    """
+    allowed, key = (TRAIN_PRECISIONS, "train.amp") if training else (PRECISIONS, "precision")
+    if precision not in allowed:
+        raise VideoTextError(f"{key}: expected one of {', '.join(allowed)}, got {precision!r}")
+    if precision in ("fp32", "off"):
         return None
-    if precision == "bf16":
-        return torch.bfloat16
+    if precision in ("bf16", "fp16"):
+        return torch.bfloat16 if precision == "bf16" else torch.float16
     device = torch.device(device)
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
-    if device.type == "cpu":
+    if device.type == "cpu" and not training:
         return torch.bfloat16 if cpu_supports_bf16(cpuinfo) else None
     return None
 

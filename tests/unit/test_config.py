@@ -127,3 +127,16 @@ def test_packaged_config_list_has_one_line_descriptions():
     assert set(listed) == {p.relative_to(PACKAGED).with_suffix("").as_posix() for p in PACKAGED.glob("*/*.yaml")}
     assert listed["dual/synthetic"] == "Baseline dual encoder on the embedded synthetic data (what `make demo` runs)."
     assert all(description and "\n" not in description for description in listed.values())
+
+
+def test_set_and_option_values_are_typed_by_one_parser():
+    from videotext.config import load_config, parse_value
+    from videotext.cli import parse_options
+
+    cases = {"5": 5, "0.5": 0.5, "1e-3": 1e-3, "true": True, "False": False, "null": None, "off": "off",
+             "yes": "yes", "on": "on", "[1, 2]": [1, 2], "{a: 1}": {"a": 1}, "ViT-B-32": "ViT-B-32",
+             "2020-01-01": "2020-01-01", "": "", "[unclosed": "[unclosed"}
+    assert {raw: parse_value(raw) for raw in cases} == cases
+    assert parse_options([f"k{i}={raw}" for i, raw in enumerate(cases)]) == {
+        f"k{i}": value for i, value in enumerate(cases.values())}
+    assert load_config(None, ["train.amp=off"]).train.amp == "off"  # not YAML 1.1's False

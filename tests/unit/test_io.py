@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from videotext.io import FailureLog
 
 
@@ -41,3 +43,22 @@ def test_latest_error_wins_per_item_and_expert(tmp_path):
         "a", "motion fails another way", "ValueError", ["motion"], log.run)
     log.compact()  # idempotent
     assert parsed(path) == entries
+
+
+def test_json_lines_tolerate_a_torn_last_line_and_refuse_damage_before_it(tmp_path):
+    import warnings
+
+    from videotext.errors import DataFormatError
+    from videotext.io import read_json_lines
+    from videotext.train.trainer import read_metrics_log
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"kind": "train", "step": 1}\n\n{"kind": "val", "step": 2}\n{"kind": "tra')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert read_metrics_log(tmp_path) == [{"kind": "train", "step": 1}, {"kind": "val", "step": 2}]
+    assert [str(w.message) for w in caught] == [f"{log}:4: torn last line skipped"]
+    log.write_text('{"kind": "train", "step": 1}\n{"kind\n{"kind": "val", "step": 2}\n')
+    with pytest.raises(DataFormatError, match=r"metrics\.jsonl \[line 2\]: not a JSON line"):
+        read_json_lines(log)
+    assert read_json_lines(tmp_path / "absent.jsonl") == []

@@ -382,8 +382,8 @@ def test_format_table():
     both = retrieval_metrics_both(SIMS_5x3, [0, 0, 1, 2, 2])
     table = format_table(both)
     lines = table.splitlines()
-    assert lines[0] == "|  | R@1 | R@5 | R@10 | MdR | MnR |"
-    assert lines[2] == "| t2v | 60.0 | 100.0 | 100.0 | 1.0 | 1.4 |"
-    assert lines[3] == "| v2t | 33.3 | 100.0 | 100.0 | 2.0 | 1.7 |"
+    assert lines[0] == "|  | R@1 | R@5 | R@10 | R@50 | MdR | MnR |"
+    assert lines[2] == "| t2v | 60.0 | 100.0 | 100.0 | 100.0 | 1.0 | 1.4 |"
+    assert lines[3] == "| v2t | 33.3 | 100.0 | 100.0 | 100.0 | 2.0 | 1.7 |"
     agg = aggregate_seeds([both, both])
     assert "60.0 ± 0.0" in format_table(agg, style="plain").splitlines()[1]

@@ -216,3 +216,15 @@ def test_retain_freed_memory_stops_page_faults_on_repeated_large_allocations():
     disabled = subprocess.run([sys.executable, "-c", _FAULTS, "retain"], capture_output=True, text=True, check=True,
                               env={**env, "VIDEOTEXT_MALLOC": "system"}).stdout.split()
     assert disabled[0] == "False"
+
+
+def test_one_precision_rule_serves_inference_and_training(tmp_path):
+    with_bf16 = cpuinfo(tmp_path, "avx512_bf16")
+    # inference: auto is native bf16 on a CPU that has it; training: auto stays fp32 on CPUs
+    assert runtime.resolve_precision("auto", "cpu", with_bf16) is torch.bfloat16
+    assert runtime.resolve_precision("auto", "cpu", with_bf16, training=True) is None
+    assert runtime.resolve_precision("off", "cpu", with_bf16, training=True) is None
+    assert runtime.resolve_precision("fp16", "cpu", with_bf16, training=True) is torch.float16
+    assert runtime.resolve_precision("bf16", "cpu", with_bf16, training=True) is torch.bfloat16
+    with pytest.raises(VideoTextError, match="train.amp: expected one of auto, off, bf16, fp16, got 'fp32'"):
+        runtime.resolve_precision("fp32", "cpu", with_bf16, training=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import json
 import math
 import numbers
 import os
@@ -34,19 +33,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from videotext.io import atomic_open, atomic_path
+from videotext.eval.retrieval import TABLE_COLUMNS
+from videotext.io import atomic_open, atomic_path, read_json_lines
 
 __all__ = ["write_report"]
 
-#: Table columns in the papers' order: (metric key, header).
-TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("R1", "R@1"),
-    ("R5", "R@5"),
-    ("R10", "R@10"),
-    ("R50", "R@50"),
-    ("MdR", "MdR"),
-    ("MnR", "MnR"),
-)
 #: Columns shown only when some row has them (order twins: synthetic order-dependent captions).
 OPTIONAL_COLUMNS: tuple[tuple[str, str], ...] = (("twin_accuracy", "twin acc. (%)"),)
 #: Row labels of the two retrieval directions; other direction keys are shown as is.
@@ -196,17 +187,7 @@ def _load_log(metrics_log: Any) -> list[dict]:
     if metrics_log is None:
         return []
     if isinstance(metrics_log, (str, os.PathLike)):
-        path = Path(metrics_log)
-        out = []
-        with open(path, encoding="utf-8") as handle:
-            for number, text in enumerate(handle, 1):
-                if not text.strip():
-                    continue
-                try:
-                    out.append(json.loads(text))
-                except json.JSONDecodeError:
-                    warnings.warn(f"{path}:{number}: not a JSON line, skipped", stacklevel=3)
-        return out
+        return read_json_lines(metrics_log)
     out = []
     for index, line in enumerate(metrics_log):
         if not isinstance(line, Mapping):

@@ -46,7 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TIE_MODES = ("optimistic", "pessimistic", "average")
 DEFAULT_KS = (1, 5, 10, 50)
-TABLE_COLUMNS = (("R1", "R@1"), ("R5", "R@5"), ("R10", "R@10"), ("MdR", "MdR"), ("MnR", "MnR"))
+#: Result-table columns in the papers' order, (metric key, header): every table of the project uses these.
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("R1", "R@1"), ("R5", "R@5"), ("R10", "R@10"), ("R50", "R@50"), ("MdR", "MdR"), ("MnR", "MnR"))
 # elements of one chunk ([chunk_size, n_targets]); the temporaries are a few of these
 _AUTO_CHUNK_ELEMENTS = 1 << 22
 
@@ -523,7 +525,7 @@ def format_table(
     columns: Iterable[tuple[str, str]] = TABLE_COLUMNS,
 ) -> str:
     """Results as in the papers: one row per direction (t2v, v2t), columns R@1 R@5 R@10
-    MdR MnR. Values may be plain metrics or `aggregate_seeds` entries (mean ± std).
+    R@50 MdR MnR. Values may be plain metrics or `aggregate_seeds` entries (mean ± std).
     A single metrics dict (no directions) becomes one "t2v" row."""
     if style not in ("markdown", "plain"):
         raise ValueError(f"style={style!r}: expected 'markdown' or 'plain'")

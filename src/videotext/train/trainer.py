@@ -36,9 +36,9 @@ from videotext.data.narration import SpanStore, text_dataset
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import _to_device
-from videotext.io import write_json
+from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method, build_method
-from videotext.runtime import retain_freed_memory
+from videotext.runtime import resolve_precision, retain_freed_memory
 from videotext.train import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
@@ -54,19 +54,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
-
-
-def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
-    """Mixed precision: bf16 where the device supports it, fp16 only when asked; off on CPU by default."""
-    if amp == "off":
-        return None
-    if amp == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return None
-    if amp in ("bf16", "fp16"):
-        return torch.bfloat16 if amp == "bf16" else torch.float16
-    raise VideoTextError(f"train.amp: expected auto, off, bf16 or fp16, got {amp!r}")
 
 
 def metric_value(metrics: dict[str, Any], name: str) -> float:
@@ -123,7 +110,7 @@ class Trainer:
         self.stop_after_steps = stop_after_steps  # for tests and time-boxed runs: stop (as if killed)
         self.on_step = on_step
         self.device = resolve_device(config.train.device)
-        self.amp = autocast_dtype(config.train.amp, self.device)
+        self.amp = resolve_precision(config.train.amp, self.device, training=True)
         self.rank, self.world = 0, 1
 
     # --- setup -----------------------------------------------------------------------
@@ -139,7 +126,7 @@ class Trainer:
         rank_device = dist.init_distributed(cfg.train.device, timeout_minutes=cfg.train.dist_timeout_minutes)
         if rank_device is not None:  # under torchrun: this rank's device (cuda:LOCAL_RANK or cpu)
             self.device = rank_device
-            self.amp = autocast_dtype(cfg.train.amp, self.device)
+            self.amp = resolve_precision(cfg.train.amp, self.device, training=True)
         self.rank, self.world = dist.rank(), dist.world()
         seed_everything(cfg.train.seed)
         if cfg.train.deterministic:
@@ -471,7 +458,5 @@ def _progress(iterable: Any, enabled: bool, desc: str) -> Any:
 
 
 def read_metrics_log(run_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """A run's metrics.jsonl lines (a torn last line, from a killed run, is skipped)."""
+    return read_json_lines(Path(run_dir) / "metrics.jsonl")
