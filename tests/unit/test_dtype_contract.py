@@ -286,6 +286,12 @@ def test_index_takes_any_float_dtype_and_scores_in_float32():
             assert h.score == pytest.approx(float(expected[row, ids.index(h.id)]), abs=1e-6)
     bf16 = index.search(torch.from_numpy(queries).bfloat16(), k=1)  # rounded queries: the same top hit here
     assert [row[0].id for row in bf16] == [row[0].id for row in hits32]
+    with_parts = Index(16)  # bf16 vectors and re-scoring parts are stored as float32
+    rounded = torch.from_numpy(vectors[:3]).bfloat16()
+    with_parts.add(rounded, ids[:3], parts={"video": rounded})
+    stored = with_parts.parts_for(ids[:3])["video"]
+    assert stored.dtype == np.float32 and with_parts.embeddings_for(ids[:3]).dtype == np.float32
+    np.testing.assert_allclose(stored, vectors[:3], rtol=2**-8)
     with pytest.raises(VideoTextError, match="queries must be a .N, D. matrix of numbers, got list of dtype <U1"):
         index.search([["a", "b"]], k=1)
     with pytest.raises(VideoTextError, match="embeddings must be real numbers, got a tensor of torch.complex64"):
