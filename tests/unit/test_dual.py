@@ -88,3 +88,17 @@ def test_encode_texts_batches_by_length_and_keeps_the_given_order(dual):
     together = encode_texts(dual, texts, batch_size=2)  # sorted: [blue, green square] then [long]
     one_by_one = torch.cat([encode_texts(dual, [t]) for t in texts])
     torch.testing.assert_close(together, one_by_one, rtol=1e-4, atol=1e-5)
+
+
+def test_every_method_pools_time_with_one_rule_for_empty_rows():
+    """dual, mmt, coot, clip4clip and toco pool through `masked_pool`: a row with no valid step is
+    0 in mean and max (max used to give the fill value -32752 in coot)."""
+    from videotext.models.coot import pool_sequence
+    from videotext.models.layers import masked_pool
+
+    x = torch.tensor([[[1.0, -5.0], [3.0, -7.0], [100.0, 100.0]], [[9.0, 9.0], [9.0, 9.0], [9.0, 9.0]]])
+    mask = torch.tensor([[True, True, False], [False, False, False]])
+    assert masked_pool(x, mask, "mean").tolist() == [[2.0, -6.0], [0.0, 0.0]]
+    assert masked_pool(x, mask, "max").tolist() == [[3.0, -5.0], [0.0, 0.0]]
+    assert pool_sequence(x, mask, "max").tolist() == [[3.0, -5.0], [0.0, 0.0]]
+    assert pool_sequence(x, mask, "avg_special").tolist() == [[52.0, 44.0], [27.0, 27.0]]  # official: padding summed

@@ -34,6 +34,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from videotext.config import ConfigError
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
+from videotext.models.layers.pooling import masked_pool
 from videotext.train.distributed import gather_for_loss, gather_positives
 
 SIM_HEADERS = ("meanP", "seqLSTM", "seqTransf")
@@ -138,9 +139,7 @@ class CLIP4Clip(Method):
     def pool_frames(self, frames: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Frame embeddings [B, T, E] with valid mask [B, T] → unit video vectors [B, E]."""
         states = F.normalize(self.frame_states(frames, mask), dim=-1)
-        valid = mask.unsqueeze(-1).to(states.dtype)  # [B, T, 1]
-        pooled = (states * valid).sum(1) / valid.sum(1).clamp_min(1.0)
-        return F.normalize(pooled, dim=-1)  # [B, E]
+        return F.normalize(masked_pool(states, mask, "mean"), dim=-1)  # [B, E]
 
     def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:
         if "frames" not in batch:

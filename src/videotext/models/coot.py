@@ -27,6 +27,7 @@ from torch import nn
 from videotext.config import ConfigError
 from videotext.losses.coot import alignment_loss, cluster_loss, cycle_consistency_loss
 from videotext.models.base import Method, register
+from videotext.models.layers.pooling import POOLING, masked_pool
 from videotext.train.distributed import gather_for_loss
 
 MASK_VALUE = -32752.0  # official INF: a finite fill keeps all-padding rows finite (uniform)
@@ -169,17 +170,14 @@ class AttentionPool(nn.Module):
 
 
 def pool_sequence(x: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """[B, T, D] → [B, D]: masked mean / max, or the official avg_special (all positions
-    summed, padding included, divided by the true length)."""
-    valid = mask.unsqueeze(-1)
-    length = valid.sum(1).clamp_min(1)
-    if how == "mean":
-        return (x * valid).sum(1) / length
+    """[B, T, D] → [B, D]: masked mean / max (`masked_pool`), or the official code's avg_special,
+    which official checkpoints need: every position summed, padding included, divided by the
+    true length (`TemporalAvgPool`; test_coot_convert shows the parity)."""
     if how == "avg_special":
-        return x.sum(1) / length
-    if how == "max":
-        return x.masked_fill(~valid, MASK_VALUE).amax(1)
-    raise ConfigError(f"pooling {how!r}: expected mean, max or avg_special")
+        return x.sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
+    if how not in POOLING:
+        raise ConfigError(f"pooling {how!r}: expected mean, max or avg_special")
+    return masked_pool(x, mask, how)
 
 
 class CootNet(nn.Module):

@@ -18,6 +18,7 @@ from torch import nn
 from videotext.config import ConfigError
 from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
+from videotext.models.layers.pooling import masked_pool
 from videotext.text import build_text_encoder
 from videotext.train.distributed import gather_for_loss, gather_positives
 
@@ -67,11 +68,7 @@ class DualEncoder(Method):
 
     def pool_time(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """[B, T, D] features, [B, T] valid mask → [B, D]; videos with no valid step give 0."""
-        valid = mask.unsqueeze(-1)  # [B, T, 1]
-        if self.config.temporal_pooling == "max":
-            pooled = features.masked_fill(~valid, float("-inf")).amax(1)
-            return torch.where(mask.any(1, keepdim=True), pooled, torch.zeros_like(pooled))
-        return (features * valid).sum(1) / valid.sum(1).clamp_min(1)
+        return masked_pool(features, mask, self.config.temporal_pooling)
 
     def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:
         pooled = [

@@ -42,6 +42,7 @@ from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
 from videotext.models.layers.gated_unit import GatedEmbeddingUnit
 from videotext.models.layers.mmt_bert import MMTBert
+from videotext.models.layers.pooling import masked_pool
 from videotext.text import build_text_encoder
 from videotext.train.distributed import gather_for_loss, gather_positives
 
@@ -274,9 +275,7 @@ class MMT(Method):
         if self.config.agg_init != "mean" and "pooled_max" in batch:
             return batch["pooled_max"][expert]
         features, mask = batch["features"][expert], batch["masks"][expert]  # a batch from the shared loader
-        if self.config.agg_init == "mean":
-            return (features * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
-        return features.masked_fill(~mask[..., None], float("-inf")).amax(1).nan_to_num(0.0, neginf=0.0)
+        return masked_pool(features, mask, "mean" if self.config.agg_init == "mean" else "max")
 
     def encode_video(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         cfg = self.config

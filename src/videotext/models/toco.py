@@ -40,6 +40,7 @@ from videotext.losses import info_nce
 from videotext.losses.token import global_contrast, sample_negatives, token_contrast
 from videotext.models.base import Method, register
 from videotext.models.layers.fusion import FusionEncoder, ScoreMLP, VideoEncoder, copy_bert_layers
+from videotext.models.layers.pooling import masked_pool
 from videotext.text import HFTextEncoder
 from videotext.text.pos import TOKEN_CLASSES, PosTagger, fit_idf, select_pieces, tfidf_weights
 
@@ -206,7 +207,7 @@ class ToCo(Method):
         else:
             weights = interest.float() / interest.sum(1, keepdim=True).clamp_min(1)
         source = tokens if self.config.cheap_input == "raw" else self.text_proj(tokens)  # [N, L, d_y or d]
-        pooled = (source * _expand(mask, source)).sum(1) / _expand(mask, source).sum(1).clamp_min(1)
+        pooled = masked_pool(source, mask, "mean")  # [N, d_y or d]
         return {"tokens": tokens, "types": types, "mask": mask, "weights": weights,
                 "pooled": F.normalize(self.cheap_text(pooled), dim=-1)}
 
@@ -264,7 +265,7 @@ class ToCo(Method):
         if self.video_encoder is not None:
             tokens = self.video_encoder(tokens, keep)  # x̂: the 2-layer video transformer (§5.2)
         source = raw if self.config.cheap_input == "raw" else tokens  # raw is already zero where not kept
-        pooled = source.sum(1) / keep.sum(1, keepdim=True).clamp_min(1)
+        pooled = masked_pool(source, keep, "mean")  # [V, ΣD_e or d]
         pad = self.config.max_video_tokens - tokens.shape[1]  # fixed width so batches concatenate
         return {"tokens": F.pad(tokens, (0, 0, 0, pad)), "mask": F.pad(keep, (0, pad)),
                 "pooled": F.normalize(self.cheap_video(pooled), dim=-1)}
