@@ -14,7 +14,7 @@ import torch
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from videotext.train import distributed as dist
+from videotext import distributed as dist
 
 WORLD = 2
 TOL = 1e-5
@@ -90,14 +90,14 @@ def _loss_cases():
     }
 
 
-def _loss_and_grads(name, x_text, x_video, seq, lengths, w_text, w_video):
+def _loss_and_grads(name, x_text, x_video, seq, lengths, w_text, w_video, gather=dist.LossGather()):
     w_text, w_video = w_text.clone().requires_grad_(), w_video.clone().requires_grad_()
     t = F.normalize(x_text @ w_text, dim=-1)  # [b, D]
     v = F.normalize(x_video @ w_video, dim=-1)
     steps = int(lengths.max())  # a rank pads its sequences to its own longest only
     memory = (seq[:, :steps] @ w_video)  # [b, M, D]
     mask = torch.arange(steps)[None] < lengths[:, None]  # [b, M]
-    t, v, memory, mask = dist.gather_for_loss(t, v, memory, mask)
+    t, v, memory, mask = gather(t, v, memory, mask)
     loss = _loss_cases()[name](t, v, memory, mask)
     loss.backward()
     return loss.detach(), w_text.grad, w_video.grad
@@ -108,8 +108,7 @@ def _check_losses(rank: int) -> None:
     rows = dist.shard_slice(len(full[0]))
     worst = 0.0
     for name in _loss_cases():
-        with dist.global_negatives(False):  # the one-process reference on the full batch
-            ref = _loss_and_grads(name, *full)
+        ref = _loss_and_grads(name, *full, gather=dist.LossGather(False))  # the one-process reference on the full batch
         local = [x[rows] for x in full[:4]] + list(full[4:])
         loss, g_text, g_video = _loss_and_grads(name, *local)
         for grad in (g_text, g_video):  # what DDP does: average the parameter gradients over ranks
@@ -122,9 +121,9 @@ def _check_losses(rank: int) -> None:
         assert float(ref[1].abs().max()) > 1e-3, name  # the check is not on zero gradients
         if name == "info_nce":
             ref_info_nce = ref[0]
-    with dist.global_negatives(False):  # train.global_negatives: false → each rank's own rows only
-        local_only = _loss_and_grads("info_nce", *[x[rows] for x in full[:4]], *full[4:])[0]
-        assert abs(float(local_only - ref_info_nce)) > 0.1, (float(local_only), float(ref_info_nce))
+    # train.global_negatives: false → each rank's own rows only
+    local_only = _loss_and_grads("info_nce", *[x[rows] for x in full[:4]], *full[4:], gather=dist.LossGather(False))[0]
+    assert abs(float(local_only - ref_info_nce)) > 0.1, (float(local_only), float(ref_info_nce))
     print(f"losses: worst difference {worst:.2e}")
 
 
@@ -145,8 +144,8 @@ def test_global_batch_losses_and_gradients_equal_one_process(tmp_path):
 
 def test_single_process_is_a_no_op():
     x = torch.randn(3, 2, requires_grad=True)
-    assert dist.world() == 1 and dist.is_main() and not dist.global_negatives_enabled()
-    assert dist.gather_for_loss(x) is x
+    assert dist.world() == 1 and dist.is_main() and not dist.LossGather().active
+    assert dist.LossGather()(x) is x
     assert dist.shard_slice(10, 1, 4) == slice(2, 5)
     assert [len(range(10)[dist.shard_slice(10, r, 3)]) for r in range(3)] == [3, 3, 4]
 
@@ -233,8 +232,9 @@ def _loss_grads(model, batch):
 def _check_methods(rank: int, bert: str) -> None:
     for name, model, full, rank_batch in _method_cases(bert):
         model.double().eval()  # no dropout; BatchNorm on running statistics (batch statistics are per rank)
-        with dist.global_negatives(False):
-            ref_loss, ref = _loss_grads(model, full)
+        model.gather = dist.LossGather(False)  # the one-process reference on the full batch
+        ref_loss, ref = _loss_grads(model, full)
+        model.gather = dist.LossGather(True)
         loss, grads = _loss_grads(model, rank_batch(dist.shard_slice(4)))
         assert grads.keys() == ref.keys(), name
         for grad in grads.values():  # DDP's averaging

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from videotext.config import ConfigError, from_dict, to_plain
+from videotext.distributed import LossGather
 
 from videotext.embedding import Embedding, concat_embeddings, embedding_to  # noqa: F401  (re-exported)
 
@@ -66,12 +67,19 @@ def method_class(name: str) -> type["Method"]:
     return METHODS[name]
 
 
-def build_method(name: str, config: dict[str, Any] | Any | None = None, **context: Any) -> "Method":
-    """Instantiate a registered method from its name and a config dict (or dataclass)."""
+def build_method(name: str, config: dict[str, Any] | Any | None = None, gather: LossGather | None = None,
+                 **context: Any) -> "Method":
+    """Instantiate a registered method from its name and a config dict (or dataclass).
+
+    `gather` is what its losses see of other ranks (`train.global_negatives`; the trainer hands
+    it in); default: the global batch under torchrun, as `LossGather()`."""
     cls = method_class(name)
     if config is None or isinstance(config, dict):
         config = from_dict(cls.Config, config or {}, f"model ({name})")
-    return cls(config, **context)
+    method = cls(config, **context)
+    if gather is not None:
+        method.gather = gather
+    return method
 
 
 class Method(nn.Module):
@@ -80,6 +88,7 @@ class Method(nn.Module):
     name: ClassVar[str] = ""
     Config: ClassVar[type]
     video_inputs: ClassVar[str] = "features"  # "features" | "frames"
+    gather: LossGather = LossGather()  # what the losses see of other ranks (set by build_method)
 
     def __init__(self, config: Any):
         super().__init__()

@@ -35,7 +35,6 @@ from videotext.config import ConfigError
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
 from videotext.models.layers.pooling import masked_pool
-from videotext.train.distributed import gather_for_loss, gather_positives
 
 SIM_HEADERS = ("meanP", "seqLSTM", "seqTransf")
 MASKED = -1e6  # additive attention mask of padded frames (the official value)
@@ -162,9 +161,9 @@ class CLIP4Clip(Method):
         return self.text_encoder.model.logit_scale.exp()
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        text, video = gather_for_loss(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
+        text, video = self.gather(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
         sims = text @ video.T  # [B, B] cosine
-        return info_nce(sims, temperature=1.0 / self.logit_scale, positives=gather_positives(batch.get("positives")),
+        return info_nce(sims, temperature=1.0 / self.logit_scale, positives=self.gather.positives(batch.get("positives")),
                         reduction="mean")
 
     # --- frames input (end to end) ---------------------------------------------------------

@@ -28,7 +28,6 @@ from videotext.config import ConfigError
 from videotext.losses.coot import alignment_loss, cluster_loss, cycle_consistency_loss
 from videotext.models.base import Method, register
 from videotext.models.layers.pooling import POOLING, masked_pool
-from videotext.train.distributed import gather_for_loss
 
 MASK_VALUE = -32752.0  # official INF: a finite fill keeps all-padding rows finite (uniform)
 
@@ -343,7 +342,7 @@ class Coot(Method):
         text = self.encode_text_hierarchy(batch["text"])
         if not torch.equal(batch["video"]["group_counts"].cpu(), batch["text"]["group_counts"].cpu()):
             raise ValueError("coot: each video needs as many clips as its paragraph has sentences")
-        video, text = gather_for_loss(video, text)  # global-batch negatives under torchrun
+        video, text = self.gather(video, text)  # global-batch negatives under torchrun
         m, norm = cfg.margin, cfg.loss_normalise
         parts = {
             "align_low": alignment_loss(video["low"], text["low"], m, norm),

@@ -20,7 +20,6 @@ from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
 from videotext.models.layers.pooling import masked_pool
 from videotext.text import build_text_encoder
-from videotext.train.distributed import gather_for_loss, gather_positives
 
 
 @dataclass
@@ -79,8 +78,8 @@ class DualEncoder(Method):
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         text = self.encode_text(batch["text"])
         video = self.encode_video(batch["video"])
-        text, video = gather_for_loss(text, video)  # global-batch negatives under torchrun
+        text, video = self.gather(text, video)  # global-batch negatives under torchrun
         sims = text @ video.T  # [B, B] cosine
         cfg = self.config
         kwargs = {"temperature": cfg.temperature} if cfg.loss == "infonce" else {"margin": cfg.margin}
-        return contrastive_loss(cfg.loss, sims, positives=gather_positives(batch.get("positives")), **kwargs)
+        return contrastive_loss(cfg.loss, sims, positives=self.gather.positives(batch.get("positives")), **kwargs)

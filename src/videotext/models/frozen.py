@@ -34,7 +34,6 @@ from videotext.models.base import Method, register
 from videotext.models.layers.space_time import CLS_MODES, EXPANSIONS, RESIDUALS, SpaceTimeTransformer
 from videotext.runtime import full_precision
 from videotext.text import build_text_encoder
-from videotext.train.distributed import gather_for_loss, gather_positives
 
 # Video-encoder sizes: `base` is the paper's ViT-B/16 at 224 (appendix §2.1); the others
 # are CPU presets (`small`: 4 blocks, D = 192, P = 8 on 64×64 frames; `mini`: the synthetic
@@ -237,9 +236,9 @@ class FrozenInTime(Method):
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.grow_frames(batch["video"]["frames"].shape[1])
-        text, video = gather_for_loss(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
+        text, video = self.gather(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
         sims = text @ video.T  # [B, B] cosine, over the global batch under torchrun
-        return info_nce(sims, temperature=self.config.temperature, positives=gather_positives(batch.get("positives")))
+        return info_nce(sims, temperature=self.config.temperature, positives=self.gather.positives(batch.get("positives")))
 
     # --- curriculum -----------------------------------------------------------------------
     def grow_frames(self, frames: int) -> None:

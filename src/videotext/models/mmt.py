@@ -44,7 +44,6 @@ from videotext.models.layers.gated_unit import GatedEmbeddingUnit
 from videotext.models.layers.mmt_bert import MMTBert
 from videotext.models.layers.pooling import masked_pool
 from videotext.text import build_text_encoder
-from videotext.train.distributed import gather_for_loss, gather_positives
 
 POS_AGG, POS_UNK, POS_FIRST = 0, 1, 2  # position-table rows: T_agg, T_unk, T_1 (official layout)
 
@@ -344,12 +343,12 @@ class MMT(Method):
         return (text["experts"] * text["weights"][..., None]).flatten(1)
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        text, video = gather_for_loss(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
+        text, video = self.gather(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
         sims = self.similarity(text, video)  # [B, B] (the global batch under torchrun)
         cfg = self.config
         options = ({"temperature": cfg.temperature} if cfg.loss == "infonce"
                    else {"margin": cfg.margin, "normalise": cfg.loss_normalise})
-        positives = gather_positives(batch.get("positives"))
+        positives = self.gather.positives(batch.get("positives"))
         out = contrastive_loss(cfg.loss, sims, positives=positives, **options)
         if cfg.expert_loss_weight > 0:  # keeps every expert's own similarity discriminative (no dead experts)
             per_expert = [contrastive_loss(cfg.loss, self.expert_similarity(text, video, i), positives=positives,

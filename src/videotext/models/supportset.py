@@ -37,9 +37,7 @@ from videotext.models.layers.pooling_head import (
     BiGRUPreEncoder, MLPPreEncoder, TemporalCNN, TransformerPoolingHead,
 )
 from videotext.text import HFTextEncoder
-from videotext.train.distributed import (
-    gather_for_loss, gather_positives, gather_with_grad, global_negatives_enabled,
-)
+from videotext.distributed import gather_with_grad
 
 
 @dataclass
@@ -217,20 +215,20 @@ class SupportSet(Method):
         cfg = self.config
         c_t = self.encode_text(batch["text"])
         c_v, e_v, mask, sequence = self.video_states(batch["video"])
-        c_t, c_v = gather_for_loss(c_t, c_v)  # global batch (support set) under torchrun
-        positives = gather_positives(batch.get("positives"))
+        c_t, c_v = self.gather(c_t, c_v)  # global batch (support set) under torchrun
+        positives = self.gather.positives(batch.get("positives"))
         parts = hardest_negative_triplet(c_t @ c_v.T, margin=cfg.margin, positives=positives)
         out = {"loss": parts["loss"], "contrast": parts["loss"], "t2v": parts["t2v"], "v2t": parts["v2t"]}
         if self.decoder is not None:
             weights = support_set_weights(c_t, c_v, cfg.captioning, cfg.temperature, cfg.support_size or None)
-            memory, memory_mask = gather_for_loss(*self.caption_memory(e_v, mask, sequence))
+            memory, memory_mask = self.gather(*self.caption_memory(e_v, mask, sequence))
             if "caption_ids" in batch["text"]:  # a pre-trained decoder's targets
                 targets = batch["text"]["caption_ids"]
             else:
                 targets = batch["text"]["input_ids"]
                 if self._prepend_bos:  # T5 tokenizers: w… </s> → BOS w… </s>
                     targets = F.pad(targets, (1, 0), value=self.decoder.bos_id)
-            if global_negatives_enabled():  # every rank decodes the global batch's captions
+            if self.gather.active:  # every rank decodes the global batch's captions
                 targets = gather_with_grad(targets, pad_value=self.decoder.pad_id)
             memory, memory_mask = mix_support_set(weights, memory, memory_mask)
             caption = self.decoder.nll(targets, memory, memory_mask)

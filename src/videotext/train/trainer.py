@@ -39,7 +39,7 @@ from videotext.eval.evaluate import _to_device
 from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method, build_method
 from videotext.runtime import resolve_precision, retain_freed_memory
-from videotext.train import distributed as dist
+from videotext import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
 )
@@ -132,7 +132,8 @@ class Trainer:
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.data = RunData(cfg)
-        self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims)
+        self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims,
+                                           gather=dist.LossGather(cfg.train.global_negatives))
         # the run pins its whole model config, defaults included: a later change of a default
         # cannot reload this run as another model (config.yaml and every checkpoint's meta)
         cfg.model = self.method.config_dict()
@@ -161,7 +162,6 @@ class Trainer:
         self.optimizer = build_optimizer(param_groups(self.method, cfg.optim.weight_decay, cfg.optim.lr, cfg.optim.lr_scale), cfg.optim)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, self.total_steps)
         self.scaler = torch.amp.GradScaler(enabled=self.amp is torch.float16 and self.device.type == "cuda")
-        dist.set_global_negatives(cfg.train.global_negatives)
         self.model: torch.nn.Module = self.method
         if self.world > 1:
             from torch.nn.parallel import DistributedDataParallel
