@@ -218,7 +218,7 @@ def test_youcook2_malformed():
     assert_bad("youcook2", FIXTURES / "youcook2" / "malformed" / "youcookii_annotations_trainval.json",
                "database.GLd3aX16zBg.annotations[1].sentence")
     assert_bad("youcook2", FIXTURES / "youcook2" / "malformed" / "reversed_segment.json",
-               "database.GLd3aX16zBg.annotations[0].segment")
+               "database.GLd3aX16zBg.annotations[0].segment", on_bad="error")
 
 
 # --- VATEX -------------------------------------------------------------------------------

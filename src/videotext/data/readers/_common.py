@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -153,13 +154,10 @@ def number(value: Any, path: Path | str, key: str) -> float:
 
 
 def span(value: Any, path: Path | str, key: str) -> tuple[float, float]:
-    """A `[start, end]` pair of seconds with start <= end."""
+    """A `[start, end]` pair of seconds, as written (a reversed pair is left to `BadRecords`)."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         raise DataFormatError(path, key, f"expected [start, end], got {value!r}")
-    start, end = number(value[0], path, key), number(value[1], path, key)
-    if end < start:
-        raise DataFormatError(path, key, f"segment ends before it starts: {value!r}")
-    return start, end
+    return number(value[0], path, key), number(value[1], path, key)
 
 
 def strings(value: Any, path: Path | str, key: str) -> list[str]:
@@ -258,26 +256,37 @@ def read_split_files(files: dict[str, Path], read_one: Callable[[str, Path], lis
     return videos, splits
 
 
-def add_captions(videos: dict[str, Video], video_id: str, make: Callable[[], Video], captions: Iterable[str]) -> Video:
-    """Get-or-create video `video_id` and append the captions it does not have yet.
+def add_captions(videos: dict[str, Video], video_id: str, make: Callable[[], Video],
+                 captions: Iterable[tuple[str, str]], records: BadRecords, file: Path | str) -> Video | None:
+    """Get-or-create video `video_id` and append its new ``(record key, caption)`` items.
 
-    Used where an official file repeats an id on several rows (LSMDC, CC3M, COCO).
+    Used where an official file repeats an id on several rows (LSMDC, CC3M). Captions go
+    through `records` (empty ones and duplicates are dropped and reported); a video is
+    only created when at least one caption is kept, so a row whose only caption is
+    dropped adds nothing (None).
     """
     video = videos.get(video_id)
+    kept = records.captions(captions, file, video_id, video.captions if video else None)
     if video is None:
+        if not kept:
+            return None
         video = videos[video_id] = make()
-    for caption in captions:
-        if caption not in video.captions:
-            video.captions.append(caption)
+    video.captions.extend(kept)
     return video
 
 
 def build(
     name: str, videos: Iterable[Video], splits: dict[str, list[str]], source: Path | str,
-    media: MediaIndex | None = None, meta: dict[str, Any] | None = None,
+    media: MediaIndex | None = None, meta: dict[str, Any] | None = None, records: BadRecords | None = None,
 ) -> VideoTextDataset:
-    """Assemble and validate a dataset; `meta` records the source file and protocol choices."""
+    """Assemble and validate a dataset.
+
+    `meta` records the source file and protocol choices; `records` (the read's
+    `BadRecords`) adds its report as ``meta["bad_records"]``.
+    """
     info = {"source": str(source), **(media.describe() if media else {}), **(meta or {})}
+    if records is not None:
+        info["bad_records"] = records.report()
     dataset = VideoTextDataset(name, videos, splits, root=media.root if media else None, meta=info)
     dataset.validate(source)
     return dataset

@@ -20,6 +20,12 @@ Protocols (`protocol=`):
 videos therefore get ids ``"<id>#val_2"`` with ``feature_key`` = the plain id, so both
 share one set of extracted features. Media: ``v_xxx.mp4`` (or any extension found
 under `video_dir`).
+
+Bad records (`on_bad=`, see `videotext.data.readers.records`): the released
+``train.json`` holds 2 reversed segments, 2 of zero length and 261 that end after the
+video's ``duration`` (by at most 0.01 s); ``val_1.json`` 134 and ``val_2.json`` 111
+of the last kind. The default ``"repair"`` swaps, clips to the duration, and drops
+the zero-length ones.
 """
 from __future__ import annotations
 
@@ -28,7 +34,8 @@ from pathlib import Path
 from videotext.data.readers._common import (
     annotation_files, build, carve, field, load_json, MediaIndex, number, read_split_files, span, strings,
 )
-from videotext.data.schema import Segment, Video, VideoTextDataset
+from videotext.data.readers.records import BadRecords
+from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
 FILES = {"train.json": "train", "val_1.json": "val_1", "val_2.json": "val_2"}
@@ -37,27 +44,30 @@ SECOND_ANNOTATION = "val_2"
 
 def read_activitynet(
     path: str | Path, *, protocol: str = "paragraph", video_dir: str | Path | None = None,
-    val_fraction: float | None = 0.1, val_count: int | None = None, val_seed: int = 0,
+    val_fraction: float | None = 0.1, val_count: int | None = None, val_seed: int = 0, on_bad: str = "repair",
 ) -> VideoTextDataset:
     """Read ActivityNet Captions from its folder (or one of its json files)."""
     if protocol not in ("paragraph", "official"):
         raise DataFormatError(path, "protocol", f"unknown protocol {protocol!r}; known: paragraph, official")
+    records = BadRecords(on_bad, path)
     files = annotation_files(path, FILES, "ActivityNet Captions")
     media = MediaIndex(video_dir)
+
     def read_one(split: str, file: Path) -> list[Video]:
         suffix = f"#{SECOND_ANNOTATION}" if split == SECOND_ANNOTATION and len(files) > 1 else ""
-        return _read_file(file, media, suffix)
+        return _read_file(file, media, suffix, records)
 
     videos, splits = read_split_files(files, read_one)
     if protocol == "paragraph" and "val_1" in splits:
         splits["test"] = splits.pop("val_1")
-    dataset = build("activitynet", videos, splits, next(iter(files.values())), media, {"protocol": protocol})
+    dataset = build("activitynet", videos, splits, next(iter(files.values())), media, {"protocol": protocol},
+                    records)
     if protocol == "paragraph" and "train" in splits:
         carve(dataset, val_fraction, val_count, val_seed)
     return dataset
 
 
-def _read_file(path: Path, media: MediaIndex, suffix: str) -> list[Video]:
+def _read_file(path: Path, media: MediaIndex, suffix: str, records: BadRecords) -> list[Video]:
     data = load_json(path)
     if not isinstance(data, dict):
         raise DataFormatError(path, None, "expected an object of video id → annotation")
@@ -69,13 +79,13 @@ def _read_file(path: Path, media: MediaIndex, suffix: str) -> list[Video]:
             raise DataFormatError(
                 path, f"{vid}.timestamps", f"{len(timestamps)} timestamps but {len(sentences)} sentences"
             )
-        segments = [
-            Segment(*span(ts, path, f"{vid}.timestamps[{i}]"), sentence)
+        duration = number(field(entry, "duration", path, vid), path, f"{vid}.duration")
+        items = [
+            (f"{vid}.timestamps[{i}]", f"{vid}.sentences[{i}]", *span(ts, path, f"{vid}.timestamps[{i}]"), sentence)
             for i, (ts, sentence) in enumerate(zip(timestamps, sentences))
         ]
         out.append(Video(
-            id=vid + suffix, path=media.path(vid, f"{vid}.mp4"),
-            duration=number(field(entry, "duration", path, vid), path, f"{vid}.duration"),
-            segments=segments, feature_key=vid if suffix else None,
+            id=vid + suffix, path=media.path(vid, f"{vid}.mp4"), duration=duration,
+            segments=records.segments(items, path, vid + suffix, duration), feature_key=vid if suffix else None,
         ))
     return out

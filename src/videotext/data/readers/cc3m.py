@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, add_captions, annotation_files, build, read_table
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -32,8 +33,10 @@ FILES = {"Train_GCC-training.tsv": "train", "Validation_GCC-1.1.0-Validation.tsv
 FOLDERS = {"train": "training", "val": "validation"}
 
 
-def read_cc3m(path: str | Path, *, video_dir: str | Path | None = None, naming: str = "crc32") -> VideoTextDataset:
+def read_cc3m(path: str | Path, *, video_dir: str | Path | None = None, naming: str = "crc32",
+              on_bad: str = "repair") -> VideoTextDataset:
     """Read Conceptual Captions TSV files (the folder holding them, or one file)."""
+    records = BadRecords(on_bad, path)
     if naming not in ("crc32", "index"):
         raise DataFormatError(path, "naming", f"unknown naming {naming!r}; known: crc32, index")
     files = annotation_files(path, FILES, "Conceptual Captions")
@@ -49,13 +52,14 @@ def read_cc3m(path: str | Path, *, video_dir: str | Path | None = None, naming: 
             if image is None:
                 skipped += 1
                 continue
-            caption = row[0].strip()
-            add_captions(videos, image, lambda: Video(id=image, path=image, duration=0.0, kind="image",
-                                                      meta={"url": row[1].strip()}), [caption])
-            members[image] = None
+            video = add_captions(videos, image, lambda: Video(id=image, path=image, duration=0.0, kind="image",
+                                                              meta={"url": row[1].strip()}),
+                                 [(f"{key}.caption", row[0])], records, file)
+            if video is not None:
+                members[image] = None
         splits[split] = list(members)
     return build("cc3m", videos.values(), splits, next(iter(files.values())), media,
-                 {"naming": naming, "skipped": skipped})
+                 {"naming": naming, "skipped": skipped}, records)
 
 
 def _image_path(row: list[str], index: int, folder: str, naming: str, file: Path, key: str) -> str | None:

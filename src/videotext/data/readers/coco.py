@@ -28,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, build, existing_file, field, load_json
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -35,8 +36,9 @@ KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "
 COCO_FILES = ("captions_train2017.json", "captions_val2017.json", "captions_train2014.json", "captions_val2014.json")
 
 
-def read_coco(path: str | Path, *, video_dir: str | Path | None = None) -> VideoTextDataset:
+def read_coco(path: str | Path, *, video_dir: str | Path | None = None, on_bad: str = "repair") -> VideoTextDataset:
     """Read COCO captions: official ``captions_*.json`` files or Karpathy's ``dataset_*.json``."""
+    records = BadRecords(on_bad, path)
     path = Path(path)
     if path.is_dir():
         karpathy = path / "dataset_coco.json"
@@ -48,21 +50,25 @@ def read_coco(path: str | Path, *, video_dir: str | Path | None = None) -> Video
     media = MediaIndex(video_dir, scan=False)
     videos: list[Video] = []
     splits: dict[str, list[str]] = {}
+    layouts = []
     for file in files:
         data = load_json(file)
         images = field(data, "images", file, "", list)
         if _is_karpathy(images):
-            videos.extend(_karpathy(file, images, splits))
+            videos.extend(_karpathy(file, images, splits, records))
+            layouts.append("karpathy")
         else:
-            videos.extend(_official(file, data, images, splits))
-    return build("coco", videos, splits, files[0], media)
+            videos.extend(_official(file, data, images, splits, records))
+            layouts.append(file.stem.split("_", 1)[-1][-4:])  # captions_train2017 → 2017
+    protocol = layouts[0] if len(set(layouts)) == 1 else "+".join(dict.fromkeys(layouts))
+    return build("coco", videos, splits, files[0], media, {"protocol": protocol}, records)
 
 
 def _is_karpathy(images: list) -> bool:
     return bool(images) and isinstance(images[0], dict) and "sentences" in images[0]
 
 
-def _official(file: Path, data: dict, images: list, splits: dict[str, list[str]]) -> list[Video]:
+def _official(file: Path, data: dict, images: list, splits: dict[str, list[str]], records: BadRecords) -> list[Video]:
     image_set = file.stem.split("_", 1)[-1]  # captions_train2017 → train2017
     split = image_set.rstrip("0123456789") or image_set
     by_id: dict[int, Video] = {}
@@ -76,12 +82,14 @@ def _official(file: Path, data: dict, images: list, splits: dict[str, list[str]]
         image_id = field(note, "image_id", file, where, int)
         if image_id not in by_id:
             raise DataFormatError(file, f"{where}.image_id", f"no image with id {image_id}")
-        by_id[image_id].captions.append(field(note, "caption", file, where, str).strip())
+        video = by_id[image_id]
+        video.captions.extend(records.captions([(f"{where}.caption", field(note, "caption", file, where, str))],
+                                               file, video.id, video.captions))
     splits.setdefault(split, []).extend(v.id for v in by_id.values())
     return list(by_id.values())
 
 
-def _karpathy(file: Path, images: list, splits: dict[str, list[str]]) -> list[Video]:
+def _karpathy(file: Path, images: list, splits: dict[str, list[str]], records: BadRecords) -> list[Video]:
     out = []
     for i, image in enumerate(images):
         where = f"images[{i}]"
@@ -90,7 +98,9 @@ def _karpathy(file: Path, images: list, splits: dict[str, list[str]]) -> list[Vi
         if split not in KARPATHY_SPLITS:
             raise DataFormatError(file, f"{where}.split", f"expected one of {sorted(KARPATHY_SPLITS)}, got {split!r}")
         sentences = field(image, "sentences", file, where, list)
-        captions = [field(s, "raw", file, f"{where}.sentences[{j}]", str).strip() for j, s in enumerate(sentences)]
+        raw = [(f"{where}.sentences[{j}].raw", field(s, "raw", file, f"{where}.sentences[{j}]", str))
+               for j, s in enumerate(sentences)]
+        captions = records.captions(raw, file, Path(name).stem)
         folder = image.get("filepath")
         out.append(Video(id=Path(name).stem, path=f"{folder}/{name}" if folder else name, duration=0.0,
                          kind="image", captions=captions, meta={"cocoid": image.get("cocoid")}))

@@ -25,7 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, build, carve, existing_file, number, read_table
-from videotext.data.schema import Segment, Video, VideoTextDataset
+from videotext.data.readers.records import BadRecords
+from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
 TASKS_FILE = "tasks_primary.txt"
@@ -63,9 +64,10 @@ def read_task_steps(path: str | Path) -> dict[str, dict]:
 
 def read_crosstask(
     path: str | Path, *, video_dir: str | Path | None = None,
-    val_fraction: float | None = 0.1, val_count: int | None = None, val_seed: int = 0,
+    val_fraction: float | None = 0.1, val_count: int | None = None, val_seed: int = 0, on_bad: str = "repair",
 ) -> VideoTextDataset:
     """Read CrossTask from the release folder (or its ``tasks_primary.txt``)."""
+    records = BadRecords(on_bad, path)
     path = Path(path)
     root = path if path.is_dir() else path.parent
     tasks = read_task_steps(root / TASKS_FILE if path.is_dir() else path)
@@ -88,20 +90,21 @@ def read_crosstask(
                 continue
             video_id = vid if vid not in seen else f"{task}_{vid}"  # a video listed under two tasks
             seen.add(video_id)
-            videos.append(_video(annotation, video_id, vid, task, tasks[task], media))
+            videos.append(_video(annotation, video_id, vid, task, tasks[task], media, records))
             splits[split].append(video_id)
     if not videos:
         raise DataFormatError(root, None, f"no annotated video listed in {sorted(VIDEO_LISTS)}")
     splits = {name: ids for name, ids in splits.items() if ids}
-    dataset = build("crosstask", videos, splits, root, media, {"skipped": skipped, "tasks": tasks})
+    dataset = build("crosstask", videos, splits, root, media, {"skipped": skipped, "tasks": tasks}, records)
     if "train" in splits and (val_fraction is not None or val_count is not None):
         carve(dataset, val_fraction, val_count, val_seed)
     return dataset
 
 
-def _video(annotation: Path, video_id: str, vid: str, task: str, info: dict, media: MediaIndex) -> Video:
+def _video(annotation: Path, video_id: str, vid: str, task: str, info: dict, media: MediaIndex,
+           records: BadRecords) -> Video:
     steps = info["steps"]
-    segments = []
+    items = []
     for key, row in read_table(annotation, header=False):
         if len(row) != 3:
             raise DataFormatError(annotation, key, f"expected step,start,end, got {len(row)} columns")
@@ -109,9 +112,8 @@ def _video(annotation: Path, video_id: str, vid: str, task: str, info: dict, med
         if step != int(step) or not 1 <= step <= len(steps):
             raise DataFormatError(annotation, f"{key}.step", f"step index {row[0]!r} not in 1..{len(steps)} (task {task})")
         start, end = number(row[1], annotation, f"{key}.start"), number(row[2], annotation, f"{key}.end")
-        if end < start:
-            raise DataFormatError(annotation, key, f"segment ends ({end}) before it starts ({start})")
-        segments.append(Segment(start, end, steps[int(step) - 1]))
+        items.append((key, f"{key}.step", start, end, steps[int(step) - 1]))
+    segments = records.segments(items, annotation, video_id)
     return Video(id=video_id, path=media.path(vid, f"{vid}.mp4"), segments=segments,
                  feature_key=None if video_id == vid else vid,
                  meta={"task": task, "task_title": info["title"], "steps": list(steps)})

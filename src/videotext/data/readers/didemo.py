@@ -26,7 +26,8 @@ from collections import Counter
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, annotation_files, build, field, load_json, number, read_split_files
-from videotext.data.schema import Segment, Video, VideoTextDataset
+from videotext.data.readers.records import BadRecords
+from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
 FILES = {"train_data.json": "train", "val_data.json": "val", "test_data.json": "test"}
@@ -34,29 +35,30 @@ CHUNK_SECONDS = 5.0
 ANNOTATED_SECONDS = 30.0
 
 
-def read_didemo(path: str | Path, *, video_dir: str | Path | None = None) -> VideoTextDataset:
+def read_didemo(path: str | Path, *, video_dir: str | Path | None = None, on_bad: str = "repair") -> VideoTextDataset:
     """Read DiDeMo from its folder (or one of its json files)."""
+    records = BadRecords(on_bad, path)
     files = annotation_files(path, FILES, "DiDeMo")
     media = MediaIndex(video_dir)
-    videos, splits = read_split_files(files, lambda split, file: _read_file(file, media))
-    return build("didemo", videos, splits, next(iter(files.values())), media)
+    videos, splits = read_split_files(files, lambda split, file: _read_file(file, media, records))
+    return build("didemo", videos, splits, next(iter(files.values())), media, records=records)
 
 
-def _read_file(path: Path, media: MediaIndex) -> list[Video]:
+def _read_file(path: Path, media: MediaIndex, records: BadRecords) -> list[Video]:
     data = load_json(path)
     if not isinstance(data, list):
         raise DataFormatError(path, None, "expected a list of moment annotations")
-    moments: dict[str, list[tuple[int, Segment]]] = {}
+    moments: dict[str, list[tuple[int, tuple[str, str, float, float, str]]]] = {}
     for i, entry in enumerate(data):
         where = f"[{i}]"
         name = field(entry, "video", path, where, str)
-        description = field(entry, "description", path, where, str).strip()
+        description = field(entry, "description", path, where, str)
         order = field(entry, "annotation_id", path, where, int, default=i)
         start, end = consensus_span(field(entry, "times", path, where, list), path, f"{where}.times")
-        moments.setdefault(name, []).append((order, Segment(start, end, description)))
+        moments.setdefault(name, []).append((order, (f"{where}.times", f"{where}.description", start, end, description)))
     out = []
     for name, items in moments.items():
-        segments = [segment for _, segment in sorted(items, key=lambda item: item[0])]
+        segments = records.segments([item for _, item in sorted(items, key=lambda item: item[0])], path, name)
         out.append(Video(
             id=name, path=media.path(name, f"{name}.mp4"),
             captions=[s.sentence for s in segments], segments=segments,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, add_captions, annotation_files, build, clock_time, read_table
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -31,8 +32,9 @@ FILES = {
 COLUMNS = ("clip_id", "start_aligned", "end_aligned", "start_extracted", "end_extracted", "sentence")
 
 
-def read_lsmdc(path: str | Path, *, video_dir: str | Path | None = None) -> VideoTextDataset:
+def read_lsmdc(path: str | Path, *, video_dir: str | Path | None = None, on_bad: str = "repair") -> VideoTextDataset:
     """Read LSMDC 2016 from its folder (or one of its csv files)."""
+    records = BadRecords(on_bad, path)
     files = annotation_files(path, FILES, "LSMDC")
     media = MediaIndex(video_dir)
     videos: dict[str, Video] = {}
@@ -45,10 +47,11 @@ def read_lsmdc(path: str | Path, *, video_dir: str | Path | None = None) -> Vide
                     file, key, f"expected {len(COLUMNS)} tab-separated columns ({', '.join(COLUMNS)}), got {len(row)}"
                 )
             clip_id = row[0].strip()
-            add_captions(videos, clip_id, lambda: _video(file, key, row, media), [row[5].strip()])
-            members[clip_id] = None
+            if add_captions(videos, clip_id, lambda: _video(file, key, row, media), [(f"{key}.sentence", row[5])],
+                            records, file) is not None:
+                members[clip_id] = None
         splits[split] = list(members)
-    return build("lsmdc", videos.values(), splits, next(iter(files.values())), media)
+    return build("lsmdc", videos.values(), splits, next(iter(files.values())), media, records=records)
 
 
 def _video(file: Path, key: str, row: list[str], media: MediaIndex) -> Video:

@@ -34,6 +34,7 @@ from pathlib import Path
 from videotext.data.readers._common import (
     MediaIndex, build, carve, existing_file, field, find_first, load_json, number, read_id_list, read_table,
 )
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -51,9 +52,10 @@ QUERY_FILE = "MSRVTT_JSFUSION_test.csv"  # key,vid_key,video_id,sentence: the on
 def read_msrvtt(
     path: str | Path, *, protocol: str = "full", video_dir: str | Path | None = None,
     splits_dir: str | Path | None = None, val_fraction: float | None = 0.1, val_count: int | None = None,
-    val_seed: int = 0,
+    val_seed: int = 0, on_bad: str = "repair",
 ) -> VideoTextDataset:
     """Read MSR-VTT annotations (a json file or the folder holding it) under one split protocol."""
+    records = BadRecords(on_bad, path)
     chosen = PROTOCOLS.get(protocol.lower())
     if chosen is None:
         raise DataFormatError(path, "protocol", f"unknown MSR-VTT protocol {protocol!r}; known: full, 1k-A, 1k-B")
@@ -62,7 +64,7 @@ def read_msrvtt(
     videos: dict[str, Video] = {}
     official: dict[str, list[str]] = {name: [] for name in OFFICIAL_SPLITS.values()}
     for json_path in json_files:
-        _read_json(json_path, videos, official, media)
+        _read_json(json_path, videos, official, media, records)
 
     source = json_files[0]
     meta: dict = {"protocol": chosen}
@@ -71,7 +73,7 @@ def read_msrvtt(
     else:
         folders = [Path(splits_dir)] if splits_dir else [source.parent, source.parent / LIST_SUBFOLDER]
         splits, meta["split_lists"] = _list_splits(chosen, folders, videos)
-    dataset = build("msrvtt", videos.values(), splits, source, media, meta)
+    dataset = build("msrvtt", videos.values(), splits, source, media, meta, records)
     if chosen != "full":
         carve(dataset, val_fraction, val_count, val_seed)
     return dataset
@@ -105,7 +107,8 @@ def _json_files(path: Path) -> list[Path]:
     return [existing_file(path)]
 
 
-def _read_json(path: Path, videos: dict[str, Video], official: dict[str, list[str]], media: MediaIndex) -> None:
+def _read_json(path: Path, videos: dict[str, Video], official: dict[str, list[str]], media: MediaIndex,
+               records: BadRecords) -> None:
     data = load_json(path)
     entries = field(data, "videos", path, "", list)
     sentences = field(data, "sentences", path, "", list)
@@ -122,7 +125,7 @@ def _read_json(path: Path, videos: dict[str, Video], official: dict[str, list[st
             meta={"category": entry.get("category"), "url": entry.get("url"), "start": start, "end": end},
         )
         official[OFFICIAL_SPLITS[split]].append(vid)
-    ordered: dict[str, list[tuple[int, str]]] = {}
+    ordered: dict[str, list[tuple[int, str, str]]] = {}
     for i, sentence in enumerate(sentences):
         where = f"sentences[{i}]"
         vid = field(sentence, "video_id", path, where, str)
@@ -130,9 +133,10 @@ def _read_json(path: Path, videos: dict[str, Video], official: dict[str, list[st
         sen_id = field(sentence, "sen_id", path, where, int, default=i)
         if vid not in videos:
             raise DataFormatError(path, f"{where}.video_id", f"unknown video {vid!r}")
-        ordered.setdefault(vid, []).append((sen_id, caption.strip()))
+        ordered.setdefault(vid, []).append((sen_id, f"{where}.caption", caption))
     for vid, items in ordered.items():
-        videos[vid].captions.extend(caption for _, caption in sorted(items))
+        kept = records.captions([(key, text) for _, key, text in sorted(items)], path, vid, videos[vid].captions)
+        videos[vid].captions.extend(kept)
 
 
 def _read_ids(path: Path, videos: dict[str, Video]) -> list[str]:

@@ -22,6 +22,7 @@ import pickle
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, build, existing_file, read_id_list
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -29,8 +30,9 @@ CAPTION_FILES = ("raw-captions.pkl", "AllVideoDescriptions.txt")
 SPLIT_LISTS = {"train": "train_list.txt", "val": "val_list.txt", "test": "test_list.txt"}
 
 
-def read_msvd(path: str | Path, *, video_dir: str | Path | None = None) -> VideoTextDataset:
+def read_msvd(path: str | Path, *, video_dir: str | Path | None = None, on_bad: str = "repair") -> VideoTextDataset:
     """Read MSVD captions and, when present beside them, the standard split lists."""
+    records = BadRecords(on_bad, path)
     path = Path(path)
     if path.is_dir():
         file = next((path / n for n in CAPTION_FILES if (path / n).is_file()), None)
@@ -38,7 +40,8 @@ def read_msvd(path: str | Path, *, video_dir: str | Path | None = None) -> Video
             raise DataFormatError(path, None, f"no MSVD caption file here; expected one of {list(CAPTION_FILES)}")
     else:
         file = existing_file(path)
-    captions = _read_pickle(file) if file.suffix == ".pkl" else _read_descriptions(file)
+    raw = _read_pickle(file) if file.suffix == ".pkl" else _read_descriptions(file)
+    captions = {vid: records.captions(items, file, vid) for vid, items in raw.items()}
     media = MediaIndex(video_dir)
     videos = [Video(id=vid, path=media.path(vid, f"{vid}.avi"), captions=caps) for vid, caps in captions.items()]
     lists = {name: file.parent / list_name for name, list_name in SPLIT_LISTS.items()}
@@ -50,10 +53,11 @@ def read_msvd(path: str | Path, *, video_dir: str | Path | None = None) -> Video
                 raise DataFormatError(lists[name], unknown[0], f"{len(unknown)} listed clips have no captions")
     else:
         splits = {"all": list(captions)}
-    return build("msvd", videos, splits, file, media)
+    return build("msvd", videos, splits, file, media, records=records)
 
 
-def _read_pickle(path: Path) -> dict[str, list[str]]:
+def _read_pickle(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """Clip id → ``(record key, caption)`` items."""
     try:
         with open(path, "rb") as handle:
             data = pickle.load(handle)  # the user's own file; see the module note
@@ -65,7 +69,7 @@ def _read_pickle(path: Path) -> dict[str, list[str]]:
     for vid, caps in data.items():
         if not isinstance(caps, (list, tuple)):
             raise DataFormatError(path, str(vid), "expected a list of captions")
-        out[str(vid)] = [_caption(cap, path, str(vid)) for cap in caps]
+        out[str(vid)] = [(f"{vid}[{j}]", _caption(cap, path, str(vid))) for j, cap in enumerate(caps)]
     return out
 
 
@@ -77,8 +81,9 @@ def _caption(cap: object, path: Path, key: str) -> str:
     raise DataFormatError(path, key, f"expected a caption string or a list of tokens, got {cap!r}")
 
 
-def _read_descriptions(path: Path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+def _read_descriptions(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """Clip id → ``(line key, caption)`` items of ``AllVideoDescriptions.txt``."""
+    out: dict[str, list[tuple[str, str]]] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -86,5 +91,5 @@ def _read_descriptions(path: Path) -> dict[str, list[str]]:
         vid, _, caption = line.partition(" ")
         if not caption.strip():
             raise DataFormatError(path, f"line {number}", f"expected '<clip id> <caption>', got {line!r}")
-        out.setdefault(vid, []).append(caption.strip())
+        out.setdefault(vid, []).append((f"line {number}", caption))
     return out

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, build, existing_dir, seeded_split
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 
 TRANSLATION = re.compile(r"^[A-Za-z]{2,3}(?:_[A-Za-z]{2,3})?(?:@\w+)?\.(?:utf8|UTF-8)=")
@@ -37,8 +38,10 @@ def default_stamps_dir() -> Path:
 
 def read_tuxpaint(
     path: str | Path | None = None, *, fractions: dict[str, float] | None = None, seed: int = 0,
+    on_bad: str = "repair",
 ) -> VideoTextDataset:
     """Read a Tux Paint stamps folder into an image-caption dataset with seeded splits."""
+    records = BadRecords(on_bad, path)
     root = existing_dir(path if path is not None else default_stamps_dir(), "Tux Paint stamps folder").resolve()
     media = MediaIndex(root, scan=False)
     skipped = {"no_png": 0, "no_caption": 0, "variants": 0}
@@ -55,9 +58,11 @@ def read_tuxpaint(
             skipped["no_caption"] += 1
             continue
         rel = png.relative_to(root).as_posix()
-        videos.append(Video(id=rel[: -len(".png")], path=rel, duration=0.0, kind="image", captions=[caption]))
+        stamp = rel[: -len(".png")]
+        captions = records.captions([(f"{stamp}.txt", caption)], png.with_suffix(".txt"), stamp)
+        videos.append(Video(id=stamp, path=rel, duration=0.0, kind="image", captions=captions))
     splits = seeded_split([v.id for v in videos], fractions or DEFAULT_FRACTIONS, seed)
-    return build("tuxpaint", videos, splits, root, media, {"skipped": skipped, "seed": seed})
+    return build("tuxpaint", videos, splits, root, media, {"skipped": skipped, "seed": seed}, records)
 
 
 def stamp_caption(txt: Path) -> str | None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from videotext.data.readers._common import (
     annotation_files, build, carve, field, find_first, load_json, MediaIndex, read_id_list, read_split_files, strings,
 )
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
@@ -45,14 +46,15 @@ PROTOCOLS = ("validation-as-test", "hgr", "official")
 def read_vatex(
     path: str | Path, *, protocol: str = "validation-as-test", video_dir: str | Path | None = None,
     splits_dir: str | Path | None = None, val_fraction: float | None = 0.1, val_count: int | None = None,
-    val_seed: int = 0,
+    val_seed: int = 0, on_bad: str = "repair",
 ) -> VideoTextDataset:
     """Read VATEX from its folder (or one of its json files)."""
+    records = BadRecords(on_bad, path)
     if protocol not in PROTOCOLS:
         raise DataFormatError(path, "protocol", f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
     files = annotation_files(path, FILES, "VATEX")
     media = MediaIndex(video_dir)
-    videos, splits = read_split_files(files, lambda split, file: _read_file(file, media))
+    videos, splits = read_split_files(files, lambda split, file: _read_file(file, media, records))
     source = next(iter(files.values()))
     meta: dict = {"protocol": protocol}
     if protocol == "hgr":
@@ -68,13 +70,13 @@ def read_vatex(
                 raise DataFormatError(list_file, unknown[0], f"{len(unknown)} ids are not in the validation json")
     elif protocol == "validation-as-test" and "validation" in splits:
         splits["test"] = splits.pop("validation")
-    dataset = build("vatex", videos, splits, source, media, meta)
+    dataset = build("vatex", videos, splits, source, media, meta, records)
     if protocol == "validation-as-test" and "train" in splits:
         carve(dataset, val_fraction, val_count, val_seed)
     return dataset
 
 
-def _read_file(path: Path, media: MediaIndex) -> list[Video]:
+def _read_file(path: Path, media: MediaIndex, records: BadRecords) -> list[Video]:
     data = load_json(path)
     if not isinstance(data, list):
         raise DataFormatError(path, None, "expected a list of {videoID, enCap, chCap} objects")
@@ -88,7 +90,8 @@ def _read_file(path: Path, media: MediaIndex) -> list[Video]:
             meta["captions_zh"] = strings(entry["chCap"], path, f"{where}.chCap")
         out.append(Video(
             id=vid, path=media.path(vid, f"{vid}.mp4"), duration=float(meta["end"] - meta["start"]),
-            captions=captions, meta=meta,
+            captions=records.captions([(f"{where}.enCap[{j}]", c) for j, c in enumerate(captions)], path, vid),
+            meta=meta,
         ))
     return out
 

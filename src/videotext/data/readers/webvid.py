@@ -18,14 +18,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from videotext.data.readers._common import MediaIndex, build, existing_file, iso8601_duration, read_table
+from videotext.data.readers.records import BadRecords
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError
 
 COLUMNS = ("videoid", "contentUrl", "duration", "page_dir", "name")
 
 
-def read_webvid(path: str | Path, *, video_dir: str | Path | None = None) -> VideoTextDataset:
-    """Read WebVid metadata CSV files (a file, or a folder of them)."""
+def read_webvid(path: str | Path, *, video_dir: str | Path | None = None, on_bad: str = "repair") -> VideoTextDataset:
+    """Read WebVid metadata CSV files (a file, or a folder of them).
+
+    A row is one video with one caption: a row whose caption is empty is dropped (and
+    reported) under ``on_bad="repair"`` or ``"drop"``.
+    """
+    records = BadRecords(on_bad, path)
     files = _csv_files(Path(path))
     media = MediaIndex(video_dir, scan=False)  # the layout fixes the paths; never scan millions of files
     videos: list[Video] = []
@@ -36,13 +42,16 @@ def read_webvid(path: str | Path, *, video_dir: str | Path | None = None) -> Vid
             vid = row["videoid"].strip()
             if not vid:
                 raise DataFormatError(file, f"{key}.videoid", "empty video id")
+            captions = records.captions([(f"{key}.name", row["name"])], file, vid)
+            if not captions:
+                continue
             videos.append(Video(
                 id=vid, path=f"{row['page_dir'].strip()}/{vid}.mp4",
                 duration=iso8601_duration(row["duration"], file, f"{key}.duration"),
-                captions=[row["name"].strip()], meta={"url": row["contentUrl"].strip()},
+                captions=captions, meta={"url": row["contentUrl"].strip()},
             ))
             ids.append(vid)
-    return build("webvid", videos, splits, files[0], media)
+    return build("webvid", videos, splits, files[0], media, records=records)
 
 
 def _csv_files(path: Path) -> list[Path]:

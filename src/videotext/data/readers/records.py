@@ -1,0 +1,168 @@
+"""One policy for bad records, shared by every reader (reader option ``on_bad=``).
+
+Official annotation files as released hold a few records that break the schema's
+rules: the ActivityNet Captions ``train.json`` has segments whose end precedes their
+start, segments of zero length, and segments that end (by up to 0.01 s) after the
+video's stated duration. A reader that refused such a file would be unusable, and one
+that kept the records as they are would feed models impossible spans. Every reader
+therefore sends each segment and caption it reads through a `BadRecords`, which
+applies one of three policies:
+
+- ``"repair"`` (default): swap a reversed start/end, clip an end to the video's
+  duration; drop what cannot be repaired — a zero-length segment, a segment that
+  starts at or after the video's end, an empty caption, an exact duplicate (the same
+  start, end and sentence, or the same caption, of the same video in the same file).
+- ``"drop"``: drop every bad record instead of repairing it.
+- ``"error"``: raise a `DataFormatError` naming the file, the record and the field.
+
+Nothing is changed or dropped silently: every record touched is listed (kind, action,
+file, record key, video, value) in `report()`, which readers keep in the dataset's
+``meta["bad_records"]`` and ``videotext dataset convert`` prints and writes beside the
+manifest.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from videotext.data.schema import Segment
+from videotext.errors import DataFormatError
+
+ON_BAD = ("repair", "drop", "error")
+
+# kind → what is wrong with the record (the error message of on_bad="error")
+KINDS = {
+    "reversed": "segment ends before it starts",
+    "past_duration": "segment ends after the video's duration",
+    "outside_video": "segment starts at or after the end of the video",
+    "zero_length": "segment has zero length",
+    "empty_caption": "empty caption",
+    "duplicate": "exact duplicate of an earlier record of the same video",
+}
+
+
+def check_on_bad(on_bad: str, source: object = "<reader>") -> str:
+    """`on_bad` if it names a policy, else a DataFormatError listing the policies."""
+    if on_bad not in ON_BAD:
+        raise DataFormatError(source, "on_bad", f"unknown policy {on_bad!r}; known: {', '.join(ON_BAD)}")
+    return on_bad
+
+
+class BadRecords:
+    """Applies the ``on_bad`` policy to the records of one read and keeps the report."""
+
+    def __init__(self, on_bad: str = "repair", source: object = "<reader>"):
+        self.on_bad = check_on_bad(on_bad, source)
+        self.records: list[dict[str, Any]] = []
+        self._caption_origin: dict[tuple[str, str], str] = {}
+
+    # --- one record ----------------------------------------------------------------
+    def _bad(self, kind: str, file: Path | str, key: str, video: str, value: Any, repaired: Any = None) -> bool:
+        """Handle one bad record: True when it is kept (repaired), False when dropped."""
+        if self.on_bad == "error":
+            raise DataFormatError(file, key, f"{KINDS[kind]}: {value!r} (on_bad='repair' or 'drop' accepts the file)")
+        keep = self.on_bad == "repair" and repaired is not None
+        entry = {"kind": kind, "action": "repaired" if keep else "dropped", "file": str(file), "record": key,
+                 "video": video, "value": value}
+        if keep:
+            entry["repaired"] = repaired
+        self.records.append(entry)
+        return keep
+
+    def span(self, start: float, end: float, file: Path | str, key: str, video: str,
+             duration: float | None = None) -> tuple[float, float] | None:
+        """The (repaired) span of a segment, or None when it is dropped."""
+        if end < start:
+            if not self._bad("reversed", file, key, video, [start, end], [end, start]):
+                return None
+            start, end = end, start
+        if duration is not None and end > duration:
+            if start >= duration:
+                self._bad("outside_video", file, key, video, {"span": [start, end], "duration": duration})
+                return None
+            if not self._bad("past_duration", file, key, video, {"span": [start, end], "duration": duration},
+                             [start, duration]):
+                return None
+            end = duration
+        if end == start:
+            self._bad("zero_length", file, key, video, [start, end])
+            return None
+        return start, end
+
+    def text(self, text: str, file: Path | str, key: str, video: str) -> str | None:
+        """The stripped caption, or None when it is empty (dropped)."""
+        text = text.strip()
+        if not text:
+            self._bad("empty_caption", file, key, video, text)
+            return None
+        return text
+
+    # --- the records of one video --------------------------------------------------
+    def segments(self, items: Iterable[tuple[str, str, float, float, str]], file: Path | str, video: str,
+                 duration: float | None = None) -> list[Segment]:
+        """Segments from ``(times key, sentence key, start, end, sentence)`` items, bad ones repaired or dropped.
+
+        The two keys name the record's time field and its text field in the file
+        (``v_x.timestamps[3]`` and ``v_x.sentences[3]`` in ActivityNet), so that a report
+        or an error points at the field at fault.
+        """
+        out: list[Segment] = []
+        seen: set[tuple[float, float, str]] = set()
+        for times_key, text_key, start, end, sentence in items:
+            times = self.span(start, end, file, times_key, video, duration)
+            if times is None:
+                continue
+            text = self.text(sentence, file, text_key, video)
+            if text is None:
+                continue
+            if (times[0], times[1], text) in seen:
+                self._bad("duplicate", file, times_key, video, [times[0], times[1], text])
+                continue
+            seen.add((times[0], times[1], text))
+            out.append(Segment(times[0], times[1], text))
+        return out
+
+    def captions(self, items: Iterable[tuple[str, str]], file: Path | str, video: str,
+                 existing: list[str] | None = None) -> list[str]:
+        """New captions from ``(record key, text)`` items, empty ones and exact duplicates dropped.
+
+        `existing` are the captions the video already has. A caption repeated within one
+        file is a duplicate record; one that an earlier file already gave the same video
+        (a clip listed in two split files, as in LSMDC) is the same caption, not a bad
+        record, and is skipped without a report.
+        """
+        out: list[str] = []
+        have = set(existing or ())
+        for key, raw in items:
+            text = self.text(raw, file, key, video)
+            if text is None:
+                continue
+            if text in have or text in out:
+                if self._caption_origin.get((video, text), str(file)) == str(file):
+                    self._bad("duplicate", file, key, video, text)
+                continue
+            self._caption_origin[(video, text)] = str(file)
+            out.append(text)
+        return out
+
+    # --- report --------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        """``{"on_bad", "repaired": {kind: n}, "dropped": {kind: n}, "records": [...]}``."""
+        counts: dict[str, dict[str, int]] = {"repaired": {}, "dropped": {}}
+        for entry in self.records:
+            bucket = counts[entry["action"]]
+            bucket[entry["kind"]] = bucket.get(entry["kind"], 0) + 1
+        return {"on_bad": self.on_bad, **counts, "records": list(self.records)}
+
+
+def summary(report: dict[str, Any] | None) -> str:
+    """One line for a report: ``repaired 263 (reversed 2, past_duration 261); dropped 2 (zero_length 2)``."""
+    if not report:
+        return "no bad-record report"
+    parts = []
+    for action in ("repaired", "dropped"):
+        counts = report.get(action) or {}
+        total = sum(counts.values())
+        detail = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+        parts.append(f"{action} {total}" + (f" ({detail})" if detail else ""))
+    return f"bad records (on_bad={report.get('on_bad')}): " + "; ".join(parts)
