@@ -69,6 +69,12 @@ def precision_option(default: Optional[str]):
                         "AVX512-BF16/AMX or the GPU supports it, else fp32), fp32 or bf16" + where + ".")
 
 
+def on_bad_option():
+    """`--on-bad` of the dataset commands (videotext.data.readers.records)."""
+    return typer.Option(None, "--on-bad", help="Bad records (reversed, past the duration, zero-length, empty, "
+                        "duplicate): repair (default), drop or error.")
+
+
 def threads_option(default: Optional[int]):
     """`--threads` of extraction, indexing, eval, search and serve."""
     where = "0 = the physical cores not taken by --workers" if default is not None else "default: the run config's inference.threads, 0 = the physical cores"
@@ -159,13 +165,46 @@ def dataset_convert(
     path: Path = typer.Argument(..., help="The official annotation file or folder."),
     out: Path = typer.Option(..., "--out", "-o", help="Manifest to write."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Reader option key=value (repeatable)."),
+    on_bad: Optional[str] = on_bad_option(),
 ) -> None:
-    """Read an official annotation format and write a videotext manifest."""
+    """Read an official annotation format and write a videotext manifest (and its bad-record report beside it)."""
     from videotext.data.readers import read_dataset
+    from videotext.data.readers.records import report_path, summary
+    from videotext.io import write_json
 
-    dataset = read_dataset(format, path, **parse_options(option))
+    dataset = read_dataset(format, path, **reader_options(option, on_bad))
     dataset.save(out)
+    report = report_path(out)
+    write_json(report, dataset.meta.get("bad_records"))
     typer.echo(f"{dataset!r} → {out}")
+    typer.echo(f"{summary(dataset.meta.get('bad_records'))} → {report}")
+
+
+@dataset_app.command("check")
+@user_errors
+def dataset_check(
+    name: str = typer.Argument(..., help="Dataset format, e.g. activitynet, youcook2, msrvtt."),
+    path: Path = typer.Argument(..., help="The official annotation file or folder, or a manifest made by convert."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Reader option key=value (repeatable)."),
+    on_bad: Optional[str] = on_bad_option(),
+) -> None:
+    """Compare a dataset's videos and captions per split with its published counts (exit 1 when they differ)."""
+    from videotext.data.readers import canonical_format, read_dataset
+    from videotext.data.readers.counts import check_lines, compare, is_manifest
+    from videotext.data.readers.records import summary
+
+    name = canonical_format(name)
+    fmt = "manifest" if is_manifest(path) and name != "manifest" else name
+    dataset = read_dataset(fmt, path, **reader_options(option, on_bad))
+    entry, rows = compare(dataset, name)
+    for line in check_lines(name, entry, rows, dataset):
+        typer.echo(line)
+    typer.echo(summary(dataset.meta.get("bad_records")))
+    if any(not row.ok for row in rows):
+        typer.echo("counts differ from the published figures")
+        raise typer.Exit(1)
+    if rows:
+        typer.echo("all counts match the published figures")
 
 
 @dataset_app.command("formats")
@@ -521,6 +560,14 @@ def convert_command(
     typer.echo(f"converted {checkpoint} → {run_dir}")
     for line in summary(run_dir):
         typer.echo(line)
+
+
+def reader_options(items: Optional[List[str]], on_bad: Optional[str]) -> dict:
+    """`--option key=value` items plus `--on-bad`, as reader keyword options."""
+    options = parse_options(items)
+    if on_bad is not None:
+        options["on_bad"] = on_bad
+    return options
 
 
 def parse_options(items: Optional[List[str]]) -> dict:

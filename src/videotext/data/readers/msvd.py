@@ -11,7 +11,8 @@ Two common layouts, read from a folder (or the caption file itself):
 
 Clip ids are the YouTubeClips file names, e.g. ``-4wsuPCjDBc_5_15`` → ``-4wsuPCjDBc_5_15.avi``.
 With the split lists present the splits are ``"train"`` / ``"val"`` / ``"test"`` (a
-real validation set); without them, one split ``"all"``.
+real validation set; ``meta["protocol"]`` = ``"standard"``); without them, one split
+``"all"`` (``meta["protocol"]`` = ``"all"``).
 
 Security note: unpickling runs code, so ``raw-captions.pkl`` is only ever read from the
 path the user passes (their own copy of the dataset), never fetched.
@@ -46,14 +47,14 @@ def read_msvd(path: str | Path, *, video_dir: str | Path | None = None, on_bad: 
     videos = [Video(id=vid, path=media.path(vid, f"{vid}.avi"), captions=caps) for vid, caps in captions.items()]
     lists = {name: file.parent / list_name for name, list_name in SPLIT_LISTS.items()}
     if all(p.is_file() for p in lists.values()):
-        splits = {name: read_id_list(p) for name, p in lists.items()}
+        splits, protocol = {name: read_id_list(p) for name, p in lists.items()}, "standard"
         for name, ids in splits.items():
             unknown = [i for i in ids if i not in captions]
             if unknown:
                 raise DataFormatError(lists[name], unknown[0], f"{len(unknown)} listed clips have no captions")
     else:
-        splits = {"all": list(captions)}
-    return build("msvd", videos, splits, file, media, records=records)
+        splits, protocol = {"all": list(captions)}, "all"
+    return build("msvd", videos, splits, file, media, {"protocol": protocol}, records)
 
 
 def _read_pickle(path: Path) -> dict[str, list[tuple[str, str]]]:

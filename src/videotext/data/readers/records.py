@@ -166,3 +166,9 @@ def summary(report: dict[str, Any] | None) -> str:
         detail = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
         parts.append(f"{action} {total}" + (f" ({detail})" if detail else ""))
     return f"bad records (on_bad={report.get('on_bad')}): " + "; ".join(parts)
+
+
+def report_path(manifest: str | Path) -> Path:
+    """Where ``videotext dataset convert`` writes the report: beside the manifest, ``<stem>.bad_records.json``."""
+    manifest = Path(manifest)
+    return manifest.with_name(f"{manifest.stem}.bad_records.json")

@@ -11,7 +11,9 @@ converted to seconds; media live at ``{page_dir}/{videoid}.mp4`` (the Frozen-in-
 download layout) relative to `video_dir`. Splits: a file whose name contains
 ``train`` → ``"train"``, ``val`` → ``"val"``, else the file stem. Given a folder, every
 ``*.csv`` in it (and in its ``metadata/`` subfolder) is read. WebVid is a pre-training
-set: there is no official test split.
+set: there is no official test split. ``meta["protocol"]`` is ``"2M"`` or ``"10M"``
+after the file names (``results_10M_*`` → ``"10M"``), so that ``videotext dataset check``
+compares with the right release.
 """
 from __future__ import annotations
 
@@ -51,7 +53,9 @@ def read_webvid(path: str | Path, *, video_dir: str | Path | None = None, on_bad
                 captions=captions, meta={"url": row["contentUrl"].strip()},
             ))
             ids.append(vid)
-    return build("webvid", videos, splits, files[0], media, records=records)
+    sizes = {"10M" if "10m" in f.name.lower() else "2M" for f in files}
+    meta = {"protocol": sizes.pop()} if len(sizes) == 1 else {}
+    return build("webvid", videos, splits, files[0], media, meta, records)
 
 
 def _csv_files(path: Path) -> list[Path]:
