@@ -44,7 +44,7 @@ def caption_videos(run_dir: str | Path, videos: Sequence[str | Path], beam_size:
     video that cannot be decoded is left out (see `<features_dir>/failures.jsonl`).
     """
     from videotext.data.schema import Video, VideoTextDataset
-    from videotext.eval.evaluate import _to_device
+    from videotext.runtime import to_device
     from videotext.inference import load_model
 
     model = load_model(run_dir, checkpoint=checkpoint, device=device)
@@ -63,6 +63,6 @@ def caption_videos(run_dir: str | Path, videos: Sequence[str | Path], beam_size:
         dataset = dataset.subset(present)
         out: dict[str, str] = {}
         for batch in model.method.video_batches(dataset, reader, 32):
-            captions = model.method.caption(_to_device(batch, model.device), beam_size=beam_size, max_len=max_len)
+            captions = model.method.caption(to_device(batch, model.device), beam_size=beam_size, max_len=max_len)
             out.update((ids[k], c) for k, c in zip(batch["video_ids"], captions))
     return out

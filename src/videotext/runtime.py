@@ -14,6 +14,9 @@ affected (`train.amp`, off on CPU unless asked).
 physical cores this process may run on (hyper-threads share one core's vector units
 and only add contention).
 
+`to_device(batch, device)` moves a model batch (nested dicts of tensors) to the device
+the model runs on, for training, evaluation and inference alike.
+
 `retain_freed_memory()` keeps freed memory in the process's heap (glibc) instead of
 handing it back to the kernel, so that the large activations of each forward pass are
 not fresh, zero-filled pages every time; every command and job calls it
@@ -112,6 +115,19 @@ def to_float32(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16):
         return value.float()
     return value
+
+
+def to_device(batch: dict[str, Any], device: torch.device | str) -> dict[str, Any]:
+    """A batch with every tensor (also inside nested dicts) moved to `device`; other values as is."""
+    out = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            out[key] = value.to(device)
+        elif isinstance(value, dict):
+            out[key] = to_device(value, device)
+        else:
+            out[key] = value
+    return out
 
 
 def physical_cores(cpuinfo: str | Path = "/proc/cpuinfo") -> int:

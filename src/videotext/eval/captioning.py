@@ -69,14 +69,14 @@ def _close_meteor(scorer: Any) -> None:
 def generate_captions(method: Any, dataset: Any, read_features: Any, beam_size: int = 1,
                       batch_size: int = 64, device: Any = "cpu") -> dict[str, str]:
     """{video id: generated caption} for every video of `dataset` (a method with `caption`)."""
-    from videotext.eval.evaluate import _to_device
+    from videotext.runtime import to_device
 
     was_training = method.training
     method.eval()
     try:
         out: dict[str, str] = {}
         for batch in method.video_batches(dataset, read_features, batch_size):
-            batch = _to_device(batch, device)
+            batch = to_device(batch, device)
             out.update(zip(batch["video_ids"], method.caption(batch, beam_size=beam_size)))
     finally:
         method.train(was_training)

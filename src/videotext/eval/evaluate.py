@@ -21,7 +21,7 @@ from videotext.embedding import Embedding, concat_embeddings, embedding_to
 
 if TYPE_CHECKING:  # type hints only: models.base calls into this module (no import circle)
     from videotext.models.base import Method
-from videotext.runtime import full_precision, to_float32
+from videotext.runtime import full_precision, to_device, to_float32
 
 
 @dataclass
@@ -59,21 +59,9 @@ def encode_videos(method: Method, dataset: VideoTextDataset, read_features: Vide
                   batch_size: int = 256, device: Any = "cpu") -> Embedding:
     parts = []
     for batch in method.video_batches(dataset, read_features, batch_size):
-        batch = _to_device(batch, device)
+        batch = to_device(batch, device)
         parts.append(to_float32(embedding_to(method.encode_video(batch), "cpu")))
     return concat_embeddings(parts)
-
-
-def _to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
-    out = {}
-    for key, value in batch.items():
-        if isinstance(value, torch.Tensor):
-            out[key] = value.to(device)
-        elif isinstance(value, dict):
-            out[key] = _to_device(value, device)
-        else:
-            out[key] = value
-    return out
 
 
 def encode_split(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,

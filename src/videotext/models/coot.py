@@ -428,7 +428,7 @@ def evaluate_hierarchy(method: Coot, dataset: Any, read_features: Any, batch_siz
     (video_id, segment index). Returns {"par2vid", "vid2par", "sent2clip", "clip2sent", ...}.
     """
     from videotext.data.hierarchy import paragraph_sentences
-    from videotext.eval.evaluate import _to_device
+    from videotext.runtime import to_device
     from videotext.eval.retrieval import clip_sentence_relevance, paragraph_video_relevance, retrieval_metrics
 
     was_training = method.training
@@ -436,7 +436,7 @@ def evaluate_hierarchy(method: Coot, dataset: Any, read_features: Any, batch_siz
     try:
         video_ids, videos, clips, clip_keys = [], [], [], []
         for batch in method.video_batches(dataset, read_features, batch_size):
-            out = method.encode_video_hierarchy(_to_device(batch, device))
+            out = method.encode_video_hierarchy(to_device(batch, device))
             videos.append(F.normalize(out["paragraph"], dim=-1).cpu())
             clips.append(F.normalize(out["low"], dim=-1).cpu())
             for vid, count in zip(batch["video_ids"], batch["group_counts"].tolist()):
@@ -448,7 +448,7 @@ def evaluate_hierarchy(method: Coot, dataset: Any, read_features: Any, batch_siz
         source = method.text_source(read_features)
         for start in range(0, len(items), batch_size):
             chunk = items[start : start + batch_size]
-            text_batch = _to_device(source.batch([s for _, s in chunk], keys=keys[start : start + batch_size]), device)
+            text_batch = to_device(source.batch([s for _, s in chunk], keys=keys[start : start + batch_size]), device)
             out = method.encode_text_hierarchy(text_batch)
             paragraphs.append(F.normalize(out["paragraph"], dim=-1).cpu())
             sentences.append(F.normalize(out["low"], dim=-1).cpu())

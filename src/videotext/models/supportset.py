@@ -257,7 +257,7 @@ class SupportSet(Method):
         from pathlib import Path
 
         from videotext.eval.captioning import evaluate_captioning
-        from videotext.eval.evaluate import _to_device
+        from videotext.runtime import to_device
         from videotext.io import write_json
 
         if self.decoder is None:
@@ -278,7 +278,7 @@ class SupportSet(Method):
             self.eval()
             try:
                 with torch.no_grad():
-                    weights = self.support_attention(_to_device(batch, device)).cpu().numpy()
+                    weights = self.support_attention(to_device(batch, device)).cpu().numpy()
             finally:
                 self.train(was_training)
             png = save_attention_map(weights, report_dir / "support_attention.png",
@@ -320,7 +320,7 @@ def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, 
     """
     from pathlib import Path
 
-    from videotext.eval.evaluate import _to_device
+    from videotext.runtime import to_device
     from videotext.inference import load_model
     from videotext.train.trainer import RunData
 
@@ -330,7 +330,7 @@ def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, 
     data = RunData(model.config)
     batches = model.method.train_batches(data.split(model.config.data.train_split), data.read_features,
                                          model.config.train.batch_size, model.config.train.seed)
-    batch = _to_device(batches.batch(0, batch_index), model.device)
+    batch = to_device(batches.batch(0, batch_index), model.device)
     with torch.no_grad():
         weights = model.method.support_attention(batch)[:max_items, :max_items].numpy()
     out = Path(out) if out else Path(run_dir) / "report" / "support_attention.png"

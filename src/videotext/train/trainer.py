@@ -35,10 +35,9 @@ from videotext.data.loaders import VideoFeatures, epoch_length
 from videotext.data.narration import SpanStore, text_dataset
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
-from videotext.eval.evaluate import _to_device
 from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method, build_method
-from videotext.runtime import resolve_precision, retain_freed_memory
+from videotext.runtime import resolve_precision, retain_freed_memory, to_device
 from videotext import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
@@ -220,7 +219,7 @@ class Trainer:
                             f"epoch {epoch + 1}/{cfg.train.epochs}")
             for index in bar:
                 wall, cpu = time.perf_counter(), time.process_time()
-                batch = _to_device(self.batches.batch(epoch, index), self.device)
+                batch = to_device(self.batches.batch(epoch, index), self.device)
                 last_of_epoch = index + 1 == batches_in_epoch
                 sync = (index + 1) % accumulate == 0 or last_of_epoch
                 parts = self._forward_backward(batch, accumulate, sync)
