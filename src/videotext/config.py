@@ -159,6 +159,9 @@ class InferenceConfig:
 
     precision: str = "auto"  # auto | fp32 | bf16; auto = bf16 where the CPU (AVX512-BF16/AMX) or GPU runs it natively
     threads: int = 0  # torch CPU threads; 0 = the physical cores
+    # `index build` extracts a video longer than this many seconds chunk by chunk (bounded memory,
+    # a killed build resumes at the first unfinished chunk); null: whole videos at once
+    chunk_seconds: float | None = 300.0
 
 
 @dataclass

@@ -218,7 +218,7 @@ class LoadedModel:
 
         if broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
             extract_features(dataset, self.experts, features_dir, progress=progress, precision=self.precision,
-                             **self.extraction_settings())
+                             chunk_seconds=self.config.inference.chunk_seconds, **self.extraction_settings())
             store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
         if absent:
@@ -423,23 +423,47 @@ class WindowFeatures(VideoFeatures):
     def __init__(self, base: VideoFeatures, windows: dict[str, tuple[str, float, float]]):
         super().__init__(base.store, base.experts, base.max_steps)
         self.windows = windows  # clip key → (video key, start, end)
+        self._times: tuple[str, dict[str, np.ndarray | None]] | None = None  # one video's step times
+
+    def _timestamps(self, video_key: str) -> dict[str, np.ndarray | None]:
+        """Step times per expert of one video (None: not stored), kept for its next clip."""
+        if self._times is None or self._times[0] != video_key:
+            self._times = (video_key, {e: _step_times(self.store, e, video_key) for e in self.experts})
+        return self._times[1]
 
     def __call__(self, key: str) -> dict[str, np.ndarray]:
         from videotext.data.loaders import subsample_steps
 
         video_key, start, end = self.windows[key]
         out = {}
-        for expert in self.experts:
+        for expert, times in self._timestamps(video_key).items():
             values = np.zeros((0, self.dims[expert]), dtype=np.float32)
-            if self.store.has(expert, video_key):
-                features, times = self.store.get(expert, video_key)  # [T, D], [T]
+            if times is not None:  # [T]
                 keep = (times >= start - 1e-6) & (times < end - 1e-6)
                 if not keep.any() and (times <= start + 1e-6).any():
                     keep = np.arange(len(times)) == int(np.nonzero(times <= start + 1e-6)[0][-1])
-                values = np.asarray(features, dtype=np.float32)[keep]
+                rows = np.nonzero(keep)[0]
+                if len(rows):  # the clip's steps are contiguous: read only those rows of a long video
+                    values = self._rows(expert, video_key, int(rows[0]), int(rows[-1]) + 1)[keep[rows[0] : rows[-1] + 1]]
                 values = values[subsample_steps(len(values), self.max_steps)]
             out[expert] = values
         return out
+
+    def _rows(self, expert: str, video_key: str, first: int, stop: int) -> np.ndarray:
+        try:
+            features = self.store.get(expert, video_key, rows=slice(first, stop))[0]  # [stop - first, D]
+        except TypeError:  # a store look-alike without row reads
+            features = self.store.get(expert, video_key)[0][first:stop]
+        return np.asarray(features, dtype=np.float32)
+
+
+def _step_times(store: Any, expert: str, key: str) -> np.ndarray | None:
+    """A video's step start times [T] for one expert, without its features where the store can."""
+    if not store.has(expert, key):
+        return None
+    if hasattr(store, "timestamps"):
+        return np.asarray(store.timestamps(expert, key))
+    return np.asarray(store.get(expert, key)[1])
 
 
 def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float,
@@ -466,8 +490,8 @@ def _duration(video: Any, reader: VideoFeatures) -> float:
         return float(video.duration)
     ends = []
     for expert in reader.experts:
-        if reader.store.has(expert, video.key):
-            times = reader.store.get(expert, video.key)[1]
+        times = _step_times(reader.store, expert, video.key)
+        if times is not None:
             step = float(reader.store.info(expert)["config"].get("rate") or 0)
             if len(times):
                 ends.append(float(times[-1]) + (1.0 / step if step else 0.0))

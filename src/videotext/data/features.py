@@ -12,6 +12,10 @@ Layout of a store folder::
                    words), missing (True when the expert has nothing for this video:
                    no audio track, no speech; MMT masks such experts out)
     <root>/.parts/<expert>/*.h5   finished batches not merged yet (same layout)
+    <root>/.chunks/<expert>/<quoted key>/chunk-*.npz
+                                  finished stretches of a long video whose extraction is
+                                  under way (`extract.chunk_seconds`); the video's entry is
+                                  written from them once its last stretch is done
     <root>/failures.jsonl         videos an extraction or import had to skip
 
 Crash safety: `<expert>.h5` is never opened for writing in place. A `FeatureWriter`
@@ -155,11 +159,17 @@ class FeatureStore:
         except KeyError:
             raise KeyError(f"video {key!r} not in {self.path(expert)}") from None
 
-    def get(self, expert: str, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """(features float32 [T, D], timestamps float64 [T]) of one video."""
+    def get(self, expert: str, key: str, rows: slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(features float32 [T, D], timestamps float64 [T]) of one video; `rows` reads only
+        those steps (a clip of a long video without loading the whole video)."""
         group = self._group(expert, key)
-        features = group["features"][()].astype(np.float32, copy=False)
-        return features, group["timestamps"][()]
+        rows = slice(None) if rows is None else rows
+        features = group["features"][rows].astype(np.float32, copy=False)
+        return features, group["timestamps"][rows]
+
+    def timestamps(self, expert: str, key: str) -> np.ndarray:
+        """Step start times (seconds, float64 [T]) of one video, without its features."""
+        return self._group(expert, key)["timestamps"][()]
 
     def is_missing(self, expert: str, key: str) -> bool:
         """True when the expert had nothing for this video (e.g. no audio track)."""
@@ -288,13 +298,54 @@ class FeatureWriter:
         if len(self.buffer) >= self.flush_every:
             self.flush()
 
+    def add_pieces(
+        self, key: str, pieces: Any, *, step: float = 0.0, missing: bool = False, **attrs: Any,
+    ) -> Path:
+        """Write one video given as consecutive pieces straight to its own part file, one piece
+        in memory at a time: `pieces()` returns an iterable of (features [t, D], timestamps [t])
+        and is called twice (a first pass sizes the entry and picks its dtype)."""
+        self.flush()
+        rows, peak = 0, 0.0
+        for features, timestamps in pieces():
+            features = np.asarray(features, dtype=np.float32)
+            where = self.store.path(self.expert)
+            if features.ndim != 2 or features.shape[1] != self.dim or len(timestamps) != len(features):
+                raise DataFormatError(where, key, f"piece of shape {list(features.shape)} with {len(timestamps)} "
+                                      f"timestamps; expected [t, {self.dim}] and t timestamps")
+            if not (np.all(np.isfinite(features)) and np.all(np.isfinite(timestamps))):
+                raise DataFormatError(where, key, "features or timestamps contain NaN or infinity")
+            rows += len(features)
+            peak = max(peak, float(np.abs(features).max()) if features.size else 0.0)
+        store_dtype = "float32" if self.dtype == "float16" and peak > FLOAT16_MAX else self.dtype
+        target = self._new_part()
+        with atomic_path(target) as tmp:
+            with h5py.File(tmp, "w") as handle:
+                self._write_header(handle)
+                group = handle.create_group(encode_key(key))
+                values = group.create_dataset("features", shape=(rows, self.dim), dtype=store_dtype)
+                stamps = group.create_dataset("timestamps", shape=(rows,), dtype=np.float64)
+                row = 0
+                for features, timestamps in pieces():
+                    values[row : row + len(features)] = np.asarray(features, dtype=np.float32).astype(store_dtype)
+                    stamps[row : row + len(features)] = np.asarray(timestamps, dtype=np.float64)
+                    row += len(features)
+                group.attrs["key"] = key
+                for name_, value in {"step": float(step), "missing": bool(missing), **attrs}.items():
+                    group.attrs[name_] = value
+            _fsync(tmp)
+        self.written += 1
+        return target
+
+    def _new_part(self) -> Path:
+        self.parts.mkdir(parents=True, exist_ok=True)
+        name = f"part-{time.time_ns():020d}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.h5"
+        return self.parts / name
+
     def flush(self) -> Path | None:
         """Write the buffered videos to a new part file (whole or not at all)."""
         if not self.buffer:
             return None
-        self.parts.mkdir(parents=True, exist_ok=True)
-        name = f"part-{time.time_ns():020d}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.h5"
-        target = self.parts / name
+        target = self._new_part()
         with atomic_path(target) as tmp:
             with h5py.File(tmp, "w") as handle:
                 self._write_header(handle)

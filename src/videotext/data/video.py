@@ -501,11 +501,17 @@ def pick_frames(frame_times: np.ndarray, times: Sequence[float] | np.ndarray) ->
     return np.clip(index, 0, len(frame_times) - 1)
 
 
-def read_audio(path: str | os.PathLike, sample_rate: int = 16000) -> np.ndarray:
+def read_audio(path: str | os.PathLike, sample_rate: int = 16000, start: float | None = None,
+               end: float | None = None) -> np.ndarray:
     """The first audio stream as mono float32 samples in [-1, 1] at `sample_rate` [N].
 
-    An empty array when the file has no audio stream.
+    An empty array when the file has no audio stream. `start` / `end` (seconds) read only
+    that stretch: samples [start·rate, end·rate) of the whole track (fewer where the track
+    ends), found by seeking a second before `start`, so a long video's audio is read piece
+    by piece in bounded memory.
     """
+    if start is not None or end is not None:
+        return _read_audio_range(path, sample_rate, float(start or 0.0), end)
     path = _check_file(path)
     try:
         container = av.open(str(path), mode="r")
@@ -524,6 +530,63 @@ def read_audio(path: str | os.PathLike, sample_rate: int = 16000) -> np.ndarray:
                     chunks.append(out.to_ndarray().reshape(-1))
             for out in resampler.resample(None):
                 chunks.append(out.to_ndarray().reshape(-1))
+        except (av.error.FFmpegError, ValueError) as exc:
+            raise VideoDecodeError(path, f"audio decoding failed ({_ffmpeg_message(exc)})") from None
+    if not chunks:
+        return np.zeros(0, dtype=np.float32)
+    return np.concatenate(chunks).astype(np.float32, copy=False)
+
+
+_AUDIO_SEEK_MARGIN = 1.0  # seconds decoded before a range: the first frames after a seek lack their overlap
+
+
+def _read_audio_range(path: str | os.PathLike, sample_rate: int, start: float, end: float | None) -> np.ndarray:
+    path = _check_file(path)
+    try:
+        container = av.open(str(path), mode="r")
+    except av.error.FFmpegError as exc:
+        raise VideoDecodeError(path, f"cannot open ({_ffmpeg_message(exc)})") from None
+    first_wanted = max(0, int(round(start * sample_rate)))
+    last_wanted = None if end is None else max(first_wanted, int(round(end * sample_rate)))
+    with container:
+        if not container.streams.audio:
+            return np.zeros(0, dtype=np.float32)
+        stream = container.streams.audio[0]
+        origin = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
+        if start - _AUDIO_SEEK_MARGIN > 0:
+            try:
+                container.seek(int((origin + start - _AUDIO_SEEK_MARGIN) / stream.time_base), stream=stream,
+                               backward=True)
+            except av.error.FFmpegError as exc:
+                raise VideoDecodeError(path, f"cannot seek to {start:.2f}s ({_ffmpeg_message(exc)})") from None
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
+        chunks: list[np.ndarray] = []
+        position: int | None = None  # sample index (at sample_rate) of the next resampled sample
+
+        def keep(samples: np.ndarray) -> bool:
+            nonlocal position
+            assert position is not None
+            low, high = position, position + len(samples)
+            position = high
+            cut_high = high if last_wanted is None else min(high, last_wanted)
+            if cut_high > max(low, first_wanted):
+                chunks.append(samples[max(low, first_wanted) - low : cut_high - low])
+            return last_wanted is not None and high >= last_wanted
+
+        try:
+            done = False
+            for frame in _packets_decoded(container, stream, path, max_bad=None):
+                if position is None:
+                    when = frame.time if frame.time is not None else 0.0
+                    position = int(round((when - origin) * sample_rate))
+                frame.pts = None  # let the resampler count samples itself, as for the whole track
+                for out in resampler.resample(frame):
+                    done = keep(out.to_ndarray().reshape(-1))
+                if done:
+                    break
+            if not done and position is not None:
+                for out in resampler.resample(None):
+                    keep(out.to_ndarray().reshape(-1))
         except (av.error.FFmpegError, ValueError) as exc:
             raise VideoDecodeError(path, f"audio decoding failed ({_ffmpeg_message(exc)})") from None
     if not chunks:

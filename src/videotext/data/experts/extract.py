@@ -19,30 +19,42 @@ How one video flows:
    already stored (merged or in a finished part) are not redone, and a killed run
    loses at most the last `flush_every` videos per expert.
 
+A video longer than `chunk_seconds` streams through in chunks of that many seconds: the
+worker decodes and prepares one chunk (in `window`-second pieces, audio included), the
+main process embeds it and writes each expert's rows to a chunk file (`<out_dir>/.chunks/`,
+temp + rename), and once the last chunk is written the chunk files become the video's
+entry, read back one at a time. Memory stays that of one chunk however long the video, and
+a run killed in the middle of a long video resumes at its first unfinished chunk.
+
 A broken video is skipped and recorded in `out_dir/failures.jsonl` (one line per
-video and distinct error, naming its experts), and the run goes on; the next run
+video and distinct error, naming its experts), and the run goes on (a long video that
+fails part-way keeps its finished chunks, which the next run does not redo); the next run
 retries it, and its record replaces the earlier one (or removes it if the video now
 works), so the file names each broken video once.
 """
 from __future__ import annotations
 
 import inspect
+import json
+import math
 import os
+import shutil
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
+from torch.utils.data import IterableDataset, get_worker_info
 
 from videotext.data.experts import get_expert
 from videotext.data.experts.base import AudioExpert, Expert, ExpertOutput, FrameExpert, SpeechExpert
-from videotext.data.features import FeatureStore, FeatureWriter
+from videotext.data.features import FeatureStore, FeatureWriter, encode_key
 from videotext.data.schema import Segment, VideoTextDataset
 from videotext.data.video import find_videos, probe, read_audio, read_frames
 from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
-from videotext.io import FailureLog
+from videotext.io import FailureLog, atomic_path
 from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
 
 _NEEDS_MEDIA = ("frames", "audio")
@@ -69,6 +81,12 @@ class Decoded:
     seconds: dict[str, float] = field(default_factory=dict)  # expert → compute seconds
     decode_seconds: float = 0.0
     path: str | None = None
+    chunk: int | None = None  # a long video's chunk: its index (outputs are that stretch's rows)
+    chunks: int = 0  # how many chunks the video has (0: not chunked)
+    final: bool = False  # a long video's last message: every chunk was sent, assemble them
+    chunked: list[str] = field(default_factory=list)  # final: the experts whose chunks to assemble
+    failed: list[str] = field(default_factory=list)  # final: experts that failed in some chunk
+    reused_chunks: int = 0  # final: chunks found already done (not decoded again)
 
 
 # ------------------------------------------------------------------------------------
@@ -106,12 +124,32 @@ def _window_edges(duration: float, window: float | None) -> list[tuple[float, fl
     return [(-np.inf if i == 0 else i * window, np.inf if i == count - 1 else (i + 1) * window) for i in range(count)]
 
 
+def _span_edges(span: tuple[float, float], window: float | None, duration: float) -> list[tuple[float, float]]:
+    """`window`-second pieces of one chunk [low, high) (high is infinite for the last chunk)."""
+    low, high = span
+    end = min(high, duration)
+    if not window or end - low <= window:
+        return [span]
+    count = math.ceil((end - low) / window - 1e-9)
+    return [(low + i * window, high if i == count - 1 else low + (i + 1) * window) for i in range(count)]
+
+
+def _in_span(starts: np.ndarray, span: tuple[float, float] | None) -> np.ndarray:
+    return starts if span is None else starts[(starts >= span[0]) & (starts < span[1])]
+
+
 def _run_frame_experts(item: Item, experts: list[FrameExpert], duration: float, window: float | None,
-                       result: Decoded) -> None:
-    starts = {e.name: e.steps(duration) for e in experts}  # [T_e] each
+                       result: Decoded, span: tuple[float, float] | None = None) -> None:
+    native = [e for e in experts if e.frame_size is None]  # experts that resize frames themselves (clip)
+    if native and len(native) < len(experts):  # they decode on their own: native pixels, never pre-scaled
+        _run_frame_experts(item, native, duration, window, result, span)
+        _run_frame_experts(item, [e for e in experts if e.frame_size is not None], duration, window, result, span)
+        return
+    starts = {e.name: _in_span(e.steps(duration), span) for e in experts}  # [T_e] each
     prepared: dict[str, list[np.ndarray]] = {e.name: [] for e in experts}
-    size = max(e.frame_size for e in experts)
-    for low, high in _window_edges(duration, window):
+    size = None if native else max(e.frame_size for e in experts)
+    edges = _window_edges(duration, window) if span is None else _span_edges(span, window, duration)
+    for low, high in edges:
         wanted = {}
         for e in experts:
             chosen = starts[e.name][(starts[e.name] >= low) & (starts[e.name] < high)]
@@ -131,7 +169,34 @@ def _run_frame_experts(item: Item, experts: list[FrameExpert], duration: float, 
             prepared[e.name].append(e.prepare(frames[index], shown[index], chosen))
             result.seconds[e.name] = result.seconds.get(e.name, 0.0) + time.perf_counter() - began
     for e in experts:
-        result.outputs[e.name] = ExpertOutput(np.concatenate(prepared[e.name]), starts[e.name], e.step)
+        values = np.concatenate(prepared[e.name]) if prepared[e.name] else np.zeros((0, e.dim), np.float32)
+        result.outputs[e.name] = ExpertOutput(values, starts[e.name], e.step)
+
+
+def _run_audio_chunk(item: Item, experts: list[AudioExpert], duration: float, has_audio: bool,
+                     result: Decoded, span: tuple[float, float], window: float | None) -> None:
+    """One chunk of a long video: each expert's steps in `span`, from the audio of one
+    `window`-second piece at a time (read from the piece's first step, so steps line up)."""
+    for e in experts:
+        starts = _in_span(e.steps(duration), span)  # [T]
+        parts = []
+        for low, high in _span_edges(span, window, duration):
+            chosen = starts[(starts >= low) & (starts < high)]
+            if chosen.size == 0:
+                continue
+            # from one step earlier (a step's first analysis frames start before it; that extra
+            # step's row is dropped) to a little past the last step (its last frames reach beyond)
+            lead = 1 if chosen[0] - e.step >= -1e-9 else 0
+            steps = np.concatenate([chosen[:1] - e.step, chosen]) if lead else chosen
+            began = time.perf_counter()
+            waveform = read_audio(item.path, e.sample_rate, max(0.0, float(steps[0])),
+                                  float(chosen[-1]) + e.step + 0.05) if has_audio else np.zeros(0, np.float32)  # [S]
+            result.decode_seconds += time.perf_counter() - began
+            began = time.perf_counter()
+            parts.append(e.prepare_audio(waveform, steps)[lead:])
+            result.seconds[e.name] = result.seconds.get(e.name, 0.0) + time.perf_counter() - began
+        features = np.concatenate(parts) if parts else np.zeros((0, e.dim), np.float32)
+        result.outputs[e.name] = ExpertOutput(features, starts, e.step, missing=not has_audio)
 
 
 def _run_audio_experts(item: Item, experts: list[AudioExpert], duration: float, has_audio: bool,
@@ -201,6 +266,122 @@ def decode_item(item: Item, experts: dict[str, Expert], window: float | None = 6
     return result
 
 
+def _chunk_spans(duration: float, chunk_seconds: float) -> list[tuple[float, float]]:
+    count = max(1, math.ceil(duration / chunk_seconds - 1e-9))
+    return [(i * chunk_seconds, math.inf if i == count - 1 else (i + 1) * chunk_seconds) for i in range(count)]
+
+
+def chunk_file(chunk_root: Path, expert: str, key: str, index: int, count: int) -> Path:
+    """Where chunk `index` of `count` of one video's `expert` rows is staged."""
+    return chunk_root / expert / encode_key(key) / f"chunk-{index:05d}-of-{count:05d}.npz"
+
+
+def decode_chunks(item: Item, experts: dict[str, Expert], window: float | None, chunk_seconds: float | None,
+                  chunk_root: Path | None) -> Iterator[Decoded]:
+    """The worker side of one video: one `Decoded` for a video up to `chunk_seconds` long;
+    for a longer one, a `Decoded` per chunk not yet staged under `chunk_root` (each holding
+    that stretch's rows only), then a `final` one. An expert that fails in a chunk is not
+    tried on the later chunks; the others go on, unless decoding failed (a cut or corrupt
+    file), which ends the video for every expert with that one error."""
+    chosen = [experts[name] for name in item.experts]
+    media = [e for e in chosen if isinstance(e, (FrameExpert, AudioExpert))]
+    if not chunk_seconds or chunk_root is None or not media or item.path is None:
+        yield decode_item(item, experts, window)
+        return
+    began = time.perf_counter()
+    try:
+        info = probe(item.path)
+    except Exception:  # noqa: BLE001 - decode_item records it the usual way
+        yield decode_item(item, experts, window)
+        return
+    if info.duration <= chunk_seconds:
+        yield decode_item(item, experts, window)
+        return
+    probed = time.perf_counter() - began
+    spans = _chunk_spans(info.duration, chunk_seconds)
+    failed: dict[str, None] = {}
+    reused = 0
+    for index, span in enumerate(spans):
+        todo = [e for e in media if e.name not in failed
+                and not chunk_file(chunk_root, e.name, item.key, index, len(spans)).is_file()]
+        if not todo:
+            reused += not any(e.name in failed for e in media)
+            continue
+        result = Decoded(item.key, path=str(item.path), chunk=index, chunks=len(spans), decode_seconds=probed)
+        probed = 0.0
+        frame_experts = [e for e in todo if isinstance(e, FrameExpert)]
+        audio_experts = [e for e in todo if isinstance(e, AudioExpert)]
+        if frame_experts:
+            try:
+                _run_frame_experts(item, frame_experts, info.duration, window, result, span)
+            except Exception as exc:  # noqa: BLE001 - recorded per expert
+                _record(result, [e.name for e in frame_experts], exc)
+        if audio_experts:
+            try:
+                _run_audio_chunk(item, audio_experts, info.duration, info.has_audio, result, span, window)
+            except Exception as exc:  # noqa: BLE001
+                _record(result, [e.name for e in audio_experts], exc)
+        broken = next((n for n, kind in result.error_types.items() if kind == "VideoDecodeError"), None)
+        if broken is not None:  # the file itself is cut or corrupt here: the video stops, for every expert
+            for e in todo:
+                result.errors[e.name] = result.errors[broken]
+                result.error_types[e.name] = "VideoDecodeError"
+                result.outputs.pop(e.name, None)
+            failed.update(dict.fromkeys(e.name for e in media))
+        failed.update(dict.fromkeys(result.errors))
+        yield result
+    final = Decoded(item.key, path=str(item.path), chunks=len(spans), final=True, reused_chunks=reused,
+                    chunked=[e.name for e in media], failed=list(failed))
+    speech = Item(item.key, item.path, item.speech, [e.name for e in chosen if isinstance(e, SpeechExpert)])
+    if speech.experts:
+        spoken = decode_item(speech, experts, window)
+        final.outputs, final.errors, final.error_types = spoken.outputs, spoken.errors, spoken.error_types
+        final.seconds = spoken.seconds
+    yield final
+
+
+class _ChunkStage:
+    """The main process's side of `<out_dir>/.chunks`: each expert's finished chunks of the
+    long videos under way, written atomically, assembled into the store once complete."""
+
+    def __init__(self, root: Path, configs: dict[str, str], overwrite: bool):
+        self.root = root
+        for expert, config in configs.items():  # chunks of other settings are of no use
+            folder = root / expert
+            marker = folder / "config.json"
+            if folder.is_dir() and (overwrite or not marker.is_file() or marker.read_text() != config):
+                shutil.rmtree(folder, ignore_errors=True)
+            if not marker.is_file():
+                with atomic_path(marker) as tmp:
+                    tmp.write_text(config)
+
+    def save(self, expert: str, key: str, index: int, count: int, output: ExpertOutput) -> None:
+        with atomic_path(chunk_file(self.root, expert, key, index, count)) as tmp:
+            with open(tmp, "wb") as handle:
+                np.savez(handle, features=np.asarray(output.features, np.float32),
+                         timestamps=np.asarray(output.timestamps, np.float64),
+                         step=np.float64(output.step), missing=np.bool_(output.missing))
+
+    def complete(self, expert: str, key: str, count: int) -> bool:
+        return all(chunk_file(self.root, expert, key, i, count).is_file() for i in range(count))
+
+    def pieces(self, expert: str, key: str, count: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for i in range(count):
+            with np.load(chunk_file(self.root, expert, key, i, count)) as data:
+                yield data["features"], data["timestamps"]
+
+    def flags(self, expert: str, key: str, count: int) -> tuple[float, bool]:
+        """(step, missing) of a staged video: missing only when every chunk is."""
+        step, missing = 0.0, True
+        for i in range(count):
+            with np.load(chunk_file(self.root, expert, key, i, count)) as data:
+                step, missing = float(data["step"]), missing and bool(data["missing"])
+        return step, missing
+
+    def remove(self, expert: str, key: str) -> None:
+        shutil.rmtree(self.root / expert / encode_key(key), ignore_errors=True)
+
+
 def _finish(decoded: list[Decoded], experts: dict[str, Expert]) -> None:
     """Main-process stage (network forward passes), batched over videos, in place."""
     for name, expert in experts.items():
@@ -243,17 +424,20 @@ def extract_one(source: str | os.PathLike | None, experts: Sequence[Expert], *,
 # ------------------------------------------------------------------------------------
 
 
-class _ItemDataset:
-    """A map-style dataset over items for torch's DataLoader (decoding in workers)."""
+class _ItemStream(IterableDataset):
+    """Decoded videos (and long videos' chunks) for torch's DataLoader: worker w of W takes
+    videos w::W and yields each as it is decoded (`decode_chunks`)."""
 
-    def __init__(self, items: list[Item], experts: dict[str, Expert], window: float | None):
+    def __init__(self, items: list[Item], experts: dict[str, Expert], window: float | None,
+                 chunk_seconds: float | None, chunk_root: Path | None):
         self.items, self.experts, self.window = items, experts, window
+        self.chunk_seconds, self.chunk_root = chunk_seconds, chunk_root
 
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> Decoded:
-        return decode_item(self.items[index], self.experts, self.window)
+    def __iter__(self) -> Iterator[Decoded]:
+        worker = get_worker_info()
+        items = self.items if worker is None else self.items[worker.id :: worker.num_workers]
+        for item in items:
+            yield from decode_chunks(item, self.experts, self.window, self.chunk_seconds, self.chunk_root)
 
 
 def _identity(batch: Any) -> Any:
@@ -337,6 +521,7 @@ def extract_features(
     threads: int = 0,
     prefetch: int = 4,
     networks_in_workers: bool = False,
+    chunk_seconds: float | None = 300.0,
 ) -> dict[str, Any]:
     """Extract `experts` for every video of `source` into the FeatureStore at `out_dir`.
 
@@ -360,6 +545,10 @@ def extract_features(
     `networks_in_workers` (CPU, `workers > 0`): each worker also runs the networks (one
     thread each) on `WORKER_VIDEOS_PER_BATCH` videos at a time, so decoding and inference
     share every core instead of one process's network waiting on the others' decoding.
+    `chunk_seconds` (None: off): a longer video is extracted and staged that many seconds
+    at a time (see the module docstring), so its memory is that of one chunk and a killed
+    run resumes at its first unfinished chunk; the summary counts `chunks_extracted` and
+    `chunks_reused` (found done, not decoded again).
 
     Under `torchrun` (WORLD_SIZE > 1, `shard` not given) the ranks split the videos
     (rank r takes videos r::R), each writes its own part files, and rank 0 merges them
@@ -401,6 +590,13 @@ def extract_features(
         dist.barrier()  # rank 0 has cleared (overwrite) or merged the store
         writers = writers or open_writers(False)
     done = {name: writer.done_keys() for name, writer in writers.items()}
+    chunk_root = Path(out_dir) / ".chunks"
+    if chunk_seconds is not None and chunk_seconds <= 0:
+        raise VideoTextError(f"chunk_seconds must be positive (or None for no chunks), got {chunk_seconds}")
+    stage = _ChunkStage(chunk_root, {name: w.config for name, w in writers.items()}, overwrite) if main else None
+    if ranks:
+        dist.barrier()  # rank 0 has cleared chunks of other settings
+        stage = stage or _ChunkStage(chunk_root, {}, False)
     stats = {name: {"done": 0, "skipped": 0, "failed": 0, "missing": 0, "seconds": 0.0} for name in built}
     items = resolve_source(source)
     if shard is not None:
@@ -414,9 +610,11 @@ def extract_features(
         for name in built:
             if item.key in done[name]:
                 stats[name]["skipped"] += 1
+                stage.remove(name, item.key)  # a long video stored before its chunks were removed
         if item.experts:
             todo.append(item)
-    totals = {"videos": len(items), "done": 0, "skipped": len(items) - len(todo), "failed": 0, "decode_seconds": 0.0}
+    totals = {"videos": len(items), "done": 0, "skipped": len(items) - len(todo), "failed": 0, "decode_seconds": 0.0,
+              "chunks_extracted": 0, "chunks_reused": 0}
     networked = [] if in_workers else [n for n, e in built.items() if isinstance(e, FrameExpert)
                                        and type(e).finish_batch is not FrameExpert.finish_batch]
     pending: list[Decoded] = []
@@ -427,7 +625,7 @@ def extract_features(
         if not in_workers:  # else the workers ran the networks already
             _finish(batch, built)
         for decoded in batch:
-            _store(decoded, writers, log, stats, totals)
+            _store(decoded, writers, log, stats, totals, stage)
 
     bar = _progress(len(todo), progress and bool(todo))
     try:
@@ -436,7 +634,8 @@ def extract_features(
 
             per_batch = WORKER_VIDEOS_PER_BATCH if in_workers else 1  # videos per item the loader yields
             loader = DataLoader(
-                _ItemDataset(todo, built, window), batch_size=per_batch if in_workers else None,
+                _ItemStream(todo, built, window, chunk_seconds, chunk_root),
+                batch_size=per_batch if in_workers else None,
                 shuffle=False, num_workers=workers, collate_fn=_FinishInWorker(built) if in_workers else _identity,
                 worker_init_fn=_init_worker if workers else None,
                 prefetch_factor=max(1, prefetch // per_batch) if workers else None,
@@ -446,9 +645,10 @@ def extract_features(
                 for decoded in received if in_workers else [received]:
                     pending.append(decoded)
                     frames = sum(len(d.outputs[n].features) for d in pending for n in networked if n in d.outputs)
-                    if not networked or frames >= batch_size or len(pending) >= 64:
+                    if not networked or frames >= batch_size or len(pending) >= 64 or decoded.final:
                         drain()
-                    bar.update(1)
+                    if decoded.chunk is None:  # a whole video (a long one's final message)
+                        bar.update(1)
                     bar.set_postfix(failed=totals["failed"], refresh=False)
             drain()
     finally:  # whatever happened, what was stored so far becomes part of the store
@@ -483,9 +683,14 @@ def _sum_over_ranks(totals: dict[str, Any], stats: dict[str, dict[str, Any]]) ->
 
 
 def _store(decoded: Decoded, writers: dict[str, FeatureWriter], log: FailureLog,
-           stats: dict[str, dict[str, Any]], totals: dict[str, Any]) -> None:
+           stats: dict[str, dict[str, Any]], totals: dict[str, Any], stage: _ChunkStage | None = None) -> None:
     totals["decode_seconds"] += decoded.decode_seconds
+    if decoded.chunk is not None:
+        _store_chunk(decoded, log, stats, totals, stage)
+        return
     failed = False
+    if decoded.final:
+        failed = _assemble(decoded, writers, log, stats, totals, stage)
     by_message: dict[str, list[str]] = {}
     for name, message in decoded.errors.items():
         by_message.setdefault(message, []).append(name)
@@ -509,6 +714,50 @@ def _store(decoded: Decoded, writers: dict[str, FeatureWriter], log: FailureLog,
         stats[name]["missing"] += int(output.missing)
         stats[name]["seconds"] += decoded.seconds.get(name, 0.0)
     totals["failed" if failed else "done"] += 1
+
+
+def _store_chunk(decoded: Decoded, log: FailureLog, stats: dict[str, dict[str, Any]], totals: dict[str, Any],
+                 stage: _ChunkStage) -> None:
+    """Stage one chunk of a long video; its errors get the video's failure line(s)."""
+    by_message: dict[str, list[str]] = {}
+    for name, message in decoded.errors.items():
+        by_message.setdefault(message, []).append(name)
+    for message, names in by_message.items():
+        log.record(decoded.key, message, error_type=decoded.error_types.get(names[0]), experts=names,
+                   path=decoded.path, stage="extract", chunk=decoded.chunk, chunks=decoded.chunks)
+    assert decoded.chunk is not None
+    for name, output in decoded.outputs.items():
+        if name not in decoded.errors:
+            stage.save(name, decoded.key, decoded.chunk, decoded.chunks, output)
+            stats[name]["seconds"] += decoded.seconds.get(name, 0.0)
+    totals["chunks_extracted"] += 1
+
+
+def _assemble(decoded: Decoded, writers: dict[str, FeatureWriter], log: FailureLog,
+              stats: dict[str, dict[str, Any]], totals: dict[str, Any], stage: _ChunkStage) -> bool:
+    """A long video's final message: each expert whose chunks are all staged becomes one
+    store entry (a part file of its own, streamed from the chunk files); True if any failed."""
+    failed = False
+    totals["chunks_reused"] += decoded.reused_chunks
+    for name in decoded.chunked:
+        if name in decoded.failed or not stage.complete(name, decoded.key, decoded.chunks):
+            stats[name]["failed"] += 1  # its failure line came with the chunk that failed
+            failed = True
+            continue
+        step, missing = stage.flags(name, decoded.key, decoded.chunks)
+        try:
+            writers[name].add_pieces(decoded.key, lambda: stage.pieces(name, decoded.key, decoded.chunks),
+                                     step=step, missing=missing)
+        except (DataFormatError, ValueError) as exc:
+            log.record(decoded.key, exc, experts=[name], path=decoded.path, stage="store")
+            stats[name]["failed"] += 1
+            failed = True
+            continue
+        stage.remove(name, decoded.key)
+        log.resolve(decoded.key, name)
+        stats[name]["done"] += 1
+        stats[name]["missing"] += int(missing)
+    return failed
 
 
 def _progress(total: int, enabled: bool):
