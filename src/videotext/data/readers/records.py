@@ -55,6 +55,7 @@ class BadRecords:
         self.on_bad = check_on_bad(on_bad, source)
         self.records: list[dict[str, Any]] = []
         self._caption_origin: dict[tuple[str, str], str] = {}
+        self.emptied: list[str] = []  # videos whose every text record was dropped
 
     # --- one record ----------------------------------------------------------------
     def _bad(self, kind: str, file: Path | str, key: str, video: str, value: Any, repaired: Any = None) -> bool:
@@ -108,7 +109,9 @@ class BadRecords:
         """
         out: list[Segment] = []
         seen: set[tuple[float, float, str]] = set()
+        seen_any = False
         for times_key, text_key, start, end, sentence in items:
+            seen_any = True
             times = self.span(start, end, file, times_key, video, duration)
             if times is None:
                 continue
@@ -120,6 +123,8 @@ class BadRecords:
                 continue
             seen.add((times[0], times[1], text))
             out.append(Segment(times[0], times[1], text))
+        if seen_any and not out:
+            self.emptied.append(video)
         return out
 
     def captions(self, items: Iterable[tuple[str, str]], file: Path | str, video: str,
@@ -147,12 +152,17 @@ class BadRecords:
 
     # --- report --------------------------------------------------------------------
     def report(self) -> dict[str, Any]:
-        """``{"on_bad", "repaired": {kind: n}, "dropped": {kind: n}, "records": [...]}``."""
+        """``{"on_bad", "repaired": {kind: n}, "dropped": {kind: n}, "records": [...], "videos_without_text": [...]}``.
+
+        ``videos_without_text`` lists the videos all of whose segments were dropped: they
+        stay in the dataset (its published video count includes them) with no segments.
+        """
         counts: dict[str, dict[str, int]] = {"repaired": {}, "dropped": {}}
         for entry in self.records:
             bucket = counts[entry["action"]]
             bucket[entry["kind"]] = bucket.get(entry["kind"], 0) + 1
-        return {"on_bad": self.on_bad, **counts, "records": list(self.records)}
+        return {"on_bad": self.on_bad, **counts, "records": list(self.records),
+                "videos_without_text": list(self.emptied)}
 
 
 def summary(report: dict[str, Any] | None) -> str:
