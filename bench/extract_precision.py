@@ -26,7 +26,7 @@ from videotext.io import write_json
 from videotext.data.loaders import VideoFeatures
 from videotext.demo import _extraction_options
 from videotext.inference import load_model
-from videotext.train.trainer import RunData
+from videotext.data.run_data import RunData
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

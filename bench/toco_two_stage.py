@@ -30,7 +30,7 @@ from videotext.eval.evaluate import encode_split
 from videotext.eval.retrieval import multi_caption_relevance, retrieval_metrics
 from videotext.inference import load_model
 from videotext.io import write_json
-from videotext.train.trainer import RunData
+from videotext.data.run_data import RunData
 
 
 def timed(fn) -> tuple[torch.Tensor, float]:

@@ -15,7 +15,7 @@ import json
 
 import torch
 from videotext.inference import load_model
-from videotext.train.trainer import RunData
+from videotext.data.run_data import RunData
 from videotext.embedding import concat_embeddings
 parser = argparse.ArgumentParser(description="ToCo shortlist diagnostic")
 parser.add_argument("run")

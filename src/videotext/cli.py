@@ -318,9 +318,9 @@ def eval_command(
     threads: Optional[int] = threads_option(None),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
+    from videotext.data.run_data import RunData
     from videotext.inference import load_model
     from videotext.io import write_json
-    from videotext.train.trainer import RunData
 
     model = load_model(run_dir, checkpoint, precision=precision, threads=threads)
     if data_config is not None:  # zero-shot on another dataset
@@ -359,9 +359,9 @@ def localize_command(
 ) -> None:
     """Action-step localization (CrossTask protocol, ToCo §5.2): average recall vs chance."""
     from videotext.eval.localization import localize
+    from videotext.data.run_data import RunData
     from videotext.inference import load_model
     from videotext.io import write_json
-    from videotext.train.trainer import RunData
 
     model = load_model(run_dir, checkpoint)
     config = model.config

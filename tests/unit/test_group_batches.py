@@ -7,7 +7,7 @@ from videotext.config import load_config
 from videotext.data.loaders import SeededBatches
 from videotext.data.mixtures import training_batches
 from videotext.errors import VideoTextError
-from videotext.train.trainer import RunData
+from videotext.data.run_data import RunData
 from tests.conftest import tiny_config_overrides
 from tests.unit.test_trainer import CONFIG
 

@@ -97,7 +97,7 @@ def test_bf16_text_and_video_embeddings_are_within_cosine_0999_of_fp32(tiny_synt
     from videotext.config import load_config
     from videotext.eval.evaluate import encode_texts, encode_videos, score, encode_split
     from videotext.models import build_method
-    from videotext.train.trainer import RunData
+    from videotext.data.run_data import RunData
     from tests.conftest import tiny_config_overrides
 
     config = load_config(None, tiny_config_overrides(tiny_synth))

@@ -195,7 +195,7 @@ def test_order_dependent_captions_are_scored_as_their_own_subset(tiny_synth):
     from videotext.data.schema import VideoTextDataset
     from videotext.eval.evaluate import encode_split, evaluate, evaluate_encoded, order_sensitive_mask
     from videotext.models.base import build_method
-    from videotext.train.trainer import RunData
+    from videotext.data.run_data import RunData
 
     dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
     order_ids = {v.id for v in dataset if v.meta.get("order_sensitive")}

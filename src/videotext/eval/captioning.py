@@ -107,7 +107,7 @@ def evaluate_run_captioning(run_dir: Any, split: str = "test", beam_size: int = 
     from videotext.errors import VideoTextError
     from videotext.inference import load_model
     from videotext.io import write_json
-    from videotext.train.trainer import RunData
+    from videotext.data.run_data import RunData
 
     model = load_model(run_dir, checkpoint=checkpoint, device=device)
     if getattr(model.method, "decoder", None) is None:

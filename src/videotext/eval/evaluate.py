@@ -109,6 +109,11 @@ def evaluate_encoded(method: Method, encoded: Encoded, query_mask: np.ndarray | 
     return result
 
 
+def metric_directions(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The per-direction metric dicts of an evaluation (t2v, v2t, par2vid, …), without ranks."""
+    return {k: v for k, v in metrics.items() if isinstance(v, dict) and k != "ranks"}
+
+
 def order_sensitive_mask(dataset: VideoTextDataset, encoded: Encoded) -> np.ndarray:
     """[n_captions] True where the caption's video is marked `order_sensitive` (another video
     shows the same events in another order: only temporal modelling can tell them apart)."""

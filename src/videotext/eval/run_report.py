@@ -9,9 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from videotext.eval.evaluate import encode_split, evaluate_encoded
+from videotext.eval.evaluate import encode_split, evaluate_encoded, metric_directions
 from videotext.eval.report import write_report
-from videotext.train.trainer import metric_directions, read_metrics_log
 
 
 def write_run_report(run_dir: str | Path, method: Any, dataset: Any, read_features: Any, *,
@@ -38,5 +37,5 @@ def write_run_report(run_dir: str | Path, method: Any, dataset: Any, read_featur
              f"{metrics.get('n_videos', '?')} videos, {metrics.get('n_captions', '?')} captions."]
     notes += list(extras.get("notes", []))
     return write_report(run_dir, title=title or f"videotext run — {run_dir.name}",
-                        metrics_log=read_metrics_log(run_dir), test_metrics=test_metrics, ranks=ranks,
+                        metrics_log=run_dir / "metrics.jsonl", test_metrics=test_metrics, ranks=ranks,
                         tables=tables, notes=notes, method_figures=extras.get("figures"))

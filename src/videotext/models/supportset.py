@@ -322,7 +322,7 @@ def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, 
 
     from videotext.runtime import to_device
     from videotext.inference import load_model
-    from videotext.train.trainer import RunData
+    from videotext.data.run_data import RunData
 
     model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
     if model.config.method != SupportSet.name:

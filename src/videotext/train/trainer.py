@@ -30,11 +30,10 @@ from typing import Any, Callable
 import torch
 
 from videotext.config import RunConfig, save_config, to_plain
-from videotext.data.features import FeatureStore
-from videotext.data.loaders import VideoFeatures, epoch_length
-from videotext.data.narration import SpanStore, text_dataset
-from videotext.data.schema import VideoTextDataset
+from videotext.data.loaders import epoch_length
+from videotext.data.run_data import RunData
 from videotext.errors import VideoTextError
+from videotext.eval.evaluate import metric_directions
 from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method, build_method
 from videotext.runtime import resolve_precision, retain_freed_memory, to_device
@@ -63,37 +62,6 @@ def metric_value(metrics: dict[str, Any], name: str) -> float:
             raise VideoTextError(f"train.select_metric: {name!r} is not in the validation metrics")
         node = node[part]
     return float(node)
-
-
-def metric_directions(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The per-direction metric dicts of an evaluation (t2v, v2t, par2vid, …), without ranks."""
-    return {k: v for k, v in metrics.items() if isinstance(v, dict) and k != "ranks"}
-
-
-class RunData:
-    """The dataset, feature store and feature reader of a run (shared by train / eval / index)."""
-
-    def __init__(self, config: RunConfig):
-        data = config.data
-        if not data.manifest:
-            raise VideoTextError("data.manifest: no manifest given (set data.manifest in the config)")
-        self.dataset = text_dataset(VideoTextDataset.load(data.manifest), data.text, data.narration)  # captions | paragraph | narration
-        self.store, self.read_features = None, None
-        if not data.experts:  # methods on pixels (Frozen in Time) read no feature store
-            return
-        features = data.features or str(Path(data.manifest).parent / "features")
-        self.store = SpanStore(FeatureStore(features))  # keys may name a time span (narration clips)
-        missing = [e for e in data.experts if e not in self.store.experts]
-        if missing:
-            raise VideoTextError(
-                f"{features}: no features for expert(s) {missing} (have {self.store.experts}); "
-                f"run `videotext extract {data.manifest} -o {features} --experts {','.join(data.experts)}`"
-            )
-        self.read_features = VideoFeatures(self.store, data.experts, data.max_steps_per_expert,
-                                           cache_mb=data.feature_cache_mb)
-
-    def split(self, name: str) -> VideoTextDataset:
-        return self.dataset.split(name)
 
 
 class Trainer:
