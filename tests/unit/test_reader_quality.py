@@ -199,9 +199,10 @@ def test_official_files_read_as_released():
 
     Set ``VIDEOTEXT_OFFICIAL_DATA`` to a folder holding any of
     ``activitynet/{train,val_1,val_2}.json`` (ActivityNet Captions),
-    ``youcook2/youcookii_annotations_trainval.json`` (YouCook2) and
-    ``msrvtt/MSRVTT_data.json`` (MSR-VTT); the datasets found are checked, the others
-    skipped. The bad-record figures asserted are those of the released files.
+    ``youcook2/youcookii_annotations_trainval.json`` (YouCook2),
+    ``didemo/{train,val,test}_data.json`` (DiDeMo, as in LocalizingMoments' ``data/``)
+    and ``msrvtt/MSRVTT_data.json`` (MSR-VTT); the datasets found are checked, the
+    others skipped. The bad-record figures asserted are those of the released files.
     """
     root = Path(OFFICIAL)
     checked = 0
@@ -225,6 +226,11 @@ def test_official_files_read_as_released():
         dataset = read_dataset("youcook2", root / "youcook2", protocol="official")
         assert dataset.meta["bad_records"]["records"] == []
         assert all(row.ok for row in compare(dataset)[1])
+        checked += 1
+    if (root / "didemo" / "val_data.json").is_file():
+        dataset = read_dataset("didemo", root / "didemo")
+        assert dataset.meta["bad_records"]["records"] == []
+        assert all(row.ok for row in compare(dataset)[1] if row.split in dataset.splits)
         checked += 1
     if (root / "msrvtt" / "MSRVTT_data.json").is_file():
         dataset = read_dataset("msrvtt", root / "msrvtt" / "MSRVTT_data.json")
