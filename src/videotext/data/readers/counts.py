@@ -2,8 +2,8 @@
 
 One table (`COUNTS`) serves ``videotext dataset check`` (which compares a read dataset
 with it) and ``docs/datasets/counts.md`` (a docs test checks the page shows exactly
-these rows). A figure comes either from the dataset's paper (section named) or from
-the official release files as distributed (counted on the files). A figure the
+these rows). A figure comes either from the dataset's paper or from the official
+release files as distributed (counted on the files); each split names its source. A figure the
 source only gives rounded (WebVid's "2.5M") carries that rounding as its
 `precision`: a found count matches when it rounds to the published figure.
 
@@ -70,7 +70,7 @@ def _n(value: int, precision: int = 1) -> Count:
 
 ANET_RELEASE = "official release (train.json / val_1.json / val_2.json, counted)"
 YC2_RELEASE = "official release (youcookii_annotations_trainval.json, counted)"
-MSRVTT_PAPER = "Xu et al., CVPR 2016, §3 (10k clips, 20 sentences each); split of the official json"
+MSRVTT_PAPER = "Xu et al., CVPR 2016 (10,000 clips, 20 sentences each, split 6,513 / 497 / 2,990)"
 DIDEMO_RELEASE = "official release (LisaAnne/LocalizingMoments data/)"
 COCO2014 = "official release (captions_train2014.json / captions_val2014.json, counted)"
 COCO2017 = "official release (captions_train2017.json / captions_val2017.json, counted)"
@@ -80,7 +80,7 @@ COUNTS: tuple[Published, ...] = (
         Split("train", _n(10_009), _n(37_421), ANET_RELEASE),
         Split("val_1", _n(4_917), _n(17_505), ANET_RELEASE),
         Split("val_2", _n(4_885), _n(17_031), ANET_RELEASE),
-    ), "Krishna et al., ICCV 2017, §4 describe 20k videos split 10,024 / 4,926 / 5,044; the released files hold "
+    ), "Krishna et al., ICCV 2017 describe 20k videos split 10,024 / 4,926 / 5,044; the released files hold "
        "the videos still listed."),
     Published("activitynet", "paragraph", "sentences", (
         Split("train", _n(10_009), _n(37_421), ANET_RELEASE + "; the carved val counts here"),
@@ -88,8 +88,8 @@ COUNTS: tuple[Published, ...] = (
         Split("val_2", _n(4_885), _n(17_031), ANET_RELEASE),
     )),
     Published("youcook2", "official", "segments", (
-        Split("train", _n(1_333), _n(10_337), "Zhou et al., AAAI 2018, §3 (videos); " + YC2_RELEASE + " (segments)"),
-        Split("validation", _n(457), _n(3_492), "Zhou et al., AAAI 2018, §3 (videos); " + YC2_RELEASE + " (segments)"),
+        Split("train", _n(1_333), _n(10_337), "Zhou et al., AAAI 2018 (videos); " + YC2_RELEASE + " (segments)"),
+        Split("validation", _n(457), _n(3_492), "Zhou et al., AAAI 2018 (videos); " + YC2_RELEASE + " (segments)"),
     ), "The 210 test videos' sentences are withheld."),
     Published("youcook2", "validation-as-test", "segments", (
         Split("train", _n(1_333), _n(10_337), YC2_RELEASE + "; the carved val counts here"),
@@ -101,27 +101,27 @@ COUNTS: tuple[Published, ...] = (
         Split("test", _n(2_990), _n(59_800), MSRVTT_PAPER),
     ), "10,000 videos, 200,000 captions in all."),
     Published("msrvtt", "1k-A", "captions", (
-        Split("train", _n(9_000), _n(180_000), "Yu et al., ECCV 2018 (JSFusion), §4.1; the carved val counts here"),
-        Split("test", _n(1_000), _n(20_000), "Yu et al., ECCV 2018 (JSFusion), §4.1; all 20 captions kept"),
+        Split("train", _n(9_000), _n(180_000), "Yu et al., ECCV 2018 (JSFusion); the carved val counts here"),
+        Split("test", _n(1_000), _n(20_000), "Yu et al., ECCV 2018 (JSFusion); all 20 captions kept"),
     )),
     Published("msrvtt", "1k-B", "captions", (
-        Split("train", _n(6_656), _n(133_120), "Miech et al., 2018 (MoEE), §4.1; the carved val counts here"),
-        Split("test", _n(1_000), _n(20_000), "Miech et al., 2018 (MoEE), §4.1; all 20 captions kept"),
+        Split("train", _n(6_656), _n(133_120), "Miech et al., 2018 (MoEE); the carved val counts here"),
+        Split("test", _n(1_000), _n(20_000), "Miech et al., 2018 (MoEE); all 20 captions kept"),
     )),
     Published("vatex", "official", "English captions", (
-        Split("train", _n(25_991), _n(259_910), "Wang et al., ICCV 2019, §3 (10 English captions per video)"),
-        Split("validation", _n(3_000), _n(30_000), "Wang et al., ICCV 2019, §3"),
-        Split("public_test", _n(6_000), None, "Wang et al., ICCV 2019, §3"),
+        Split("train", _n(25_991), _n(259_910), "Wang et al., ICCV 2019 (10 English captions per video)"),
+        Split("validation", _n(3_000), _n(30_000), "Wang et al., ICCV 2019"),
+        Split("public_test", _n(6_000), None, "Wang et al., ICCV 2019"),
     )),
     Published("vatex", "validation-as-test", "English captions", (
-        Split("train", _n(25_991), _n(259_910), "Wang et al., ICCV 2019, §3; the carved val counts here"),
-        Split("test", _n(3_000), _n(30_000), "Wang et al., ICCV 2019, §3: the validation set"),
-        Split("public_test", _n(6_000), None, "Wang et al., ICCV 2019, §3"),
+        Split("train", _n(25_991), _n(259_910), "Wang et al., ICCV 2019; the carved val counts here"),
+        Split("test", _n(3_000), _n(30_000), "Wang et al., ICCV 2019: the validation set"),
+        Split("public_test", _n(6_000), None, "Wang et al., ICCV 2019"),
     )),
     Published("vatex", "hgr", "English captions", (
-        Split("train", _n(25_991), _n(259_910), "Wang et al., ICCV 2019, §3"),
-        Split("val", _n(1_500), _n(15_000), "Chen et al., CVPR 2020 (HGR), §4.1: half the validation set"),
-        Split("test", _n(1_500), _n(15_000), "Chen et al., CVPR 2020 (HGR), §4.1: the other half"),
+        Split("train", _n(25_991), _n(259_910), "Wang et al., ICCV 2019"),
+        Split("val", _n(1_500), _n(15_000), "Chen et al., CVPR 2020 (HGR): half the validation set"),
+        Split("test", _n(1_500), _n(15_000), "Chen et al., CVPR 2020 (HGR): the other half"),
     )),
     Published("lsmdc", "official", "sentences", (
         Split("train", _n(101_079), None, "Rohrbach et al., IJCV 2017 (LSMDC 2016 training clips)"),
@@ -130,12 +130,12 @@ COUNTS: tuple[Published, ...] = (
         Split("test_full", _n(10_053), None, "Rohrbach et al., IJCV 2017 (LSMDC 2016 public test clips)"),
     )),
     Published("msvd", "standard", "captions", (
-        Split("train", _n(1_200), None, "Venugopalan et al., NAACL 2015, §4 (split of Guadarrama et al. 2013)"),
-        Split("val", _n(100), None, "Venugopalan et al., NAACL 2015, §4"),
-        Split("test", _n(670), None, "Venugopalan et al., NAACL 2015, §4"),
+        Split("train", _n(1_200), None, "Venugopalan et al., NAACL 2015 (split of Guadarrama et al. 2013)"),
+        Split("val", _n(100), None, "Venugopalan et al., NAACL 2015"),
+        Split("test", _n(670), None, "Venugopalan et al., NAACL 2015"),
     ), "Chen & Dolan, ACL 2011: 1,970 clips, about 80k English descriptions (no exact per-split figure)."),
     Published("msvd", "all", "captions", (
-        Split("all", _n(1_970), None, "Chen & Dolan, ACL 2011, §3"),
+        Split("all", _n(1_970), None, "Chen & Dolan, ACL 2011"),
     )),
     Published("didemo", "official", "descriptions", (
         Split("train", None, None, "no figure: train_data.json has not been counted here"),
@@ -143,7 +143,7 @@ COUNTS: tuple[Published, ...] = (
         Split("test", _n(1_037), _n(4_021), DIDEMO_RELEASE + " (test_data.json, counted)"),
     ), "Hendricks et al., ICCV 2017 describe over 10,000 videos; the exact figures are of the released files."),
     Published("webvid", "2M", "captions", (
-        Split("train", _n(2_500_000, 100_000), _n(2_500_000, 100_000), "Bain et al., ICCV 2021, §3.3 (2.5M pairs)"),
+        Split("train", _n(2_500_000, 100_000), _n(2_500_000, 100_000), "Bain et al., ICCV 2021 (2.5M pairs)"),
         Split("val", _n(5_000), _n(5_000), "official release (results_2M_val.csv)"),
     )),
     Published("webvid", "10M", "captions", (
@@ -151,27 +151,28 @@ COUNTS: tuple[Published, ...] = (
         Split("val", _n(5_000), _n(5_000), "official release (results_10M_val.csv)"),
     )),
     Published("cc3m", "official", "captions", (
-        Split("train", _n(3_318_333), _n(3_318_333), "Sharma et al., ACL 2018, §3"),
-        Split("val", _n(15_840), _n(15_840), "Sharma et al., ACL 2018, §3"),
-    ), "Images come from their URLs: the counts found are of the rows read, whatever was downloaded."),
+        Split("train", _n(3_318_333), _n(3_318_333), "official release (rows of Train_GCC-training.tsv)"),
+        Split("val", _n(15_840), _n(15_840), "official release (rows of Validation_GCC-1.1.0-Validation.tsv)"),
+    ), "Sharma et al., ACL 2018. Images come from their URLs: rows sharing a URL are one image, so a "
+       "download report or repeated URLs lower the image count."),
     Published("coco", "2014", "captions", (
         Split("train", _n(82_783), _n(414_113), COCO2014),
         Split("val", _n(40_504), _n(202_654), COCO2014),
-    ), "Chen et al., 2015 (arXiv:1504.00325), §2: 82,783 / 40,504 images."),
+    ), "Chen et al., 2015 (arXiv:1504.00325): 82,783 / 40,504 images."),
     Published("coco", "2017", "captions", (
         Split("train", _n(118_287), _n(591_753), COCO2017),
         Split("val", _n(5_000), _n(25_014), COCO2017),
     )),
     Published("coco", "karpathy", "captions", (
-        Split("train", _n(113_287), None, "Karpathy & Fei-Fei, CVPR 2015, §4 (82,783 train + 30,504 restval)"),
-        Split("val", _n(5_000), None, "Karpathy & Fei-Fei, CVPR 2015, §4"),
-        Split("test", _n(5_000), None, "Karpathy & Fei-Fei, CVPR 2015, §4"),
+        Split("train", _n(113_287), None, "Karpathy & Fei-Fei, CVPR 2015 (82,783 train + 30,504 restval)"),
+        Split("val", _n(5_000), None, "Karpathy & Fei-Fei, CVPR 2015"),
+        Split("test", _n(5_000), None, "Karpathy & Fei-Fei, CVPR 2015"),
     )),
     Published("crosstask", "official", "step segments", (
-        Split("all", _n(2_763), None, "Zhukov et al., CVPR 2019, §4 (videos of the 18 primary tasks)"),
+        Split("all", _n(2_763), None, "Zhukov et al., CVPR 2019 (videos of the 18 primary tasks)"),
     ), "Compared over all splits together: the reader's train / test follow videos.csv / videos_val.csv."),
     Published("howto100m", "official", "narration lines", (
-        Split("train", _n(1_220_000, 10_000), _n(136_000_000, 1_000_000), "Miech et al., ICCV 2019, §3, Table 1"),
+        Split("train", _n(1_220_000, 10_000), _n(136_000_000, 1_000_000), "Miech et al., ICCV 2019"),
     )),
 )
 
