@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from videotext.errors import DataFormatError, VideoTextError
-from videotext.eval.report import _cell, _new_figure, _save, write_report
+from videotext.eval.report import write_report
+from videotext.eval.report.html import cell
+from videotext.eval.report.plots import new_figure, save_figure
 from videotext.eval.retrieval import aggregate_seeds
 from videotext.io import write_json
 
@@ -69,7 +71,7 @@ def _paired_cell(paired: dict[str, Any] | None) -> str:
     if paired is None:
         return "–"
     signs = ", ".join(f"{d:+.1f}" for d in paired["per_seed"].values())
-    return f"{_cell(paired)} ({signs})"
+    return f"{cell(paired)} ({signs})"
 
 
 def _mean_std(value: Any) -> tuple[float, float]:
@@ -107,13 +109,13 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, labels: Sequen
     write_json(out / "comparison.json", {"direction": direction, "runs": dict(zip(labels, map(str, run_dirs))),
                                          "metrics": rows, "baseline": baseline, "paired": paired})
     means, stds = zip(*(_mean_std(row[metric]) for row in rows.values()))
-    fig, (ax,) = _new_figure(max(4.0, 0.9 * len(rows) + 1.5), 3.2)
+    fig, (ax,) = new_figure(max(4.0, 0.9 * len(rows) + 1.5), 3.2)
     ax.bar(range(len(rows)), means, yerr=stds if any(stds) else None, capsize=4, color="#1f77b4")
     ax.set_xticks(range(len(rows)), labels, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center")
     ax.set_ylabel(f"{direction} {metric}" + (" (%)" if metric.startswith("R") and metric[1:].isdigit() else ""))
     for x, (m, s) in enumerate(zip(means, stds)):
         ax.annotate(f"{m:.1f}", (x, m + s), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
-    name = _save(fig, report_dir / "comparison.png")
+    name = save_figure(fig, report_dir / "comparison.png")
     notes = [f"{label} − {baseline}, {direction} {metric} paired by seed: {_paired_cell(d)}"
              for label, d in paired.items()] + [f"{label}: {run}" for label, run in zip(labels, run_dirs)]
     return write_report(out, title=title, metrics_log=[], test_metrics={}, tables={f"{title} ({direction})": rows},
