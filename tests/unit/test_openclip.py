@@ -123,11 +123,16 @@ def test_clip_expert_round_trips_through_a_store(tmp_path, weights, reference):
     expert = get_expert("clip", **options_from_config("clip", config))
     again, again_times = expert.extract(folder / "bigbuckbunny.mp4")
     np.testing.assert_allclose(again, features, atol=1e-5)
-    # and they are open_clip's encode_image of the centre frames, crop and normalised like CLIP
+    # and they are open_clip's encode_image of the centre frames (decoded at their native size) through
+    # open_clip's own val transform on PIL images
+    from PIL import Image
+
     from videotext.data.video import read_frames
 
-    frames = read_frames(folder / "bigbuckbunny.mp4", again_times + 0.5, size=expert.frame_size)
-    pixels = expert.pixels(expert.prepare(frames, again_times + 0.5, again_times))
+    assert expert.frame_size is None
+    frames = read_frames(folder / "bigbuckbunny.mp4", again_times + 0.5, size=None)  # [T, 720, 1280, 3]
+    preprocess = openclip._open_clip().create_model_and_transforms(openclip.architecture(TINY), pretrained=weights)[2]
+    pixels = torch.stack([preprocess(Image.fromarray(f)) for f in frames])
     with torch.no_grad():
         direct = reference.encode_image(pixels).numpy()
     np.testing.assert_allclose(features, direct, atol=1e-5)

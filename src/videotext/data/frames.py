@@ -15,6 +15,12 @@ Decoding: with a cache (``cache="memory"`` or a folder), each video is decoded o
 `cache_fps` frames per second at the input resolution and sampled from there (small
 datasets train fast on CPU); with ``cache="off"`` every clip is decoded at its exact
 times by seeking (`videotext.data.video.read_frames`).
+
+CLIP image towers (`FrameSpec.preprocess`, a `videotext.openclip.FramePreprocess`): frames
+are decoded at their native size and resized by open_clip's own transform (shorter side to
+the input size, bicubic through PIL) before the cache; the test crop is then open_clip's
+centre crop and normalisation, so test pixels equal open_clip's eval transform of each frame
+exactly. Training crops are cut from the same resized frames (the augmentation above).
 """
 from __future__ import annotations
 
@@ -51,6 +57,9 @@ class FrameSpec:
     max_test_clips: int = 4  # cap on test samplings per video (CPU budget)
     cache: str = "memory"  # memory | off | a folder for .npy files
     cache_fps: float = 4.0  # frames per second kept in the cache
+    # open_clip's eval transform (videotext.openclip.FramePreprocess) for CLIP image towers: native
+    # decode + its resize before the cache, its crop + normalisation at test; None = the transforms here
+    preprocess: Any = None
 
 
 def rng_for(seed: int, epoch: int, key: str) -> np.random.Generator:
@@ -104,7 +113,8 @@ class FrameSource:
             return self._memory[video.id]
         cached = None
         if self._folder is not None:
-            name = hashlib.sha1(f"{self._path(video)}|{self.spec.size}|{self.spec.cache_fps}".encode()).hexdigest()
+            resize = "" if self.spec.preprocess is None else f"|openclip:{sorted(self.spec.preprocess.config.items())}"
+            name = hashlib.sha1(f"{self._path(video)}|{self.spec.size}|{self.spec.cache_fps}{resize}".encode()).hexdigest()
             cached = self._folder / f"{name}.npz"
             if cached.exists():
                 with np.load(cached) as data:
@@ -114,7 +124,7 @@ class FrameSource:
         duration = self.duration(video)
         steps = max(1, math.ceil(duration * self.spec.cache_fps - 1e-9))
         times = (np.arange(steps) + 0.5) / self.spec.cache_fps if duration > 0 else np.zeros(1)
-        frames, got = read_frames(self._path(video), times, self.spec.size, return_times=True)
+        frames, got = self._read(video, times, return_times=True)
         out = (frames, got)
         if cached is not None:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -124,12 +134,21 @@ class FrameSource:
         self._memory[video.id] = out
         return out
 
+    def _read(self, video: Video, times: np.ndarray, return_times: bool = False) -> Any:
+        """Frames at `times` with the shorter side at spec.size: scaled while decoding, or for
+        `spec.preprocess` decoded at the native size and resized by open_clip's transform."""
+        if self.spec.preprocess is None:
+            return read_frames(self._path(video), times, self.spec.size, return_times=return_times)
+        frames, got = read_frames(self._path(video), times, None, return_times=True)  # [N, H, W, 3] native
+        frames = self.spec.preprocess.resize(frames)  # [N, h, w, 3], shorter side = size
+        return (frames, got) if return_times else frames
+
     def clip(self, video: Video, times: np.ndarray) -> np.ndarray:
         """uint8 frames [len(times), H, W, 3] on screen at `times` (seconds)."""
         if video.kind == "image":
             times = np.zeros(len(times))
         if self.spec.cache == "off":
-            return read_frames(self._path(video), times, self.spec.size)
+            return self._read(video, times)
         frames, stamps = self._decode_all(video)
         return frames[pick_frames(stamps, times)]
 
@@ -157,7 +176,10 @@ def train_transform(clip: np.ndarray, spec: FrameSpec, rng: np.random.Generator)
 
 
 def eval_transform(clip: np.ndarray, spec: FrameSpec) -> torch.Tensor:
-    """uint8 [F, H, W, 3] → float [F, 3, S, S]: centre maximal square crop, resize (§4.3)."""
+    """uint8 [F, H, W, 3] → float [F, 3, S, S]: centre maximal square crop, resize (§4.3); with
+    `spec.preprocess`, open_clip's crop and normalisation of the frames it resized (`FrameSource`)."""
+    if spec.preprocess is not None:
+        return spec.preprocess.pixels(spec.preprocess.crop(clip))
     video = to_tensor(clip)
     video = resize_short(center_crop(video, min(video.shape[-2:])), spec.size)
     return normalize(video, spec.mean, spec.std)

@@ -168,13 +168,18 @@ class CLIP4Clip(Method):
 
     # --- frames input (end to end) ---------------------------------------------------------
     def frame_spec(self):
-        """CLIP's transform: a square crop of the whole shorter side (random position in training,
-        centre at test), no flip; one test clip of `num_frames` frames at the segment centres."""
+        """CLIP's transform, open_clip's own (`videotext.openclip.FramePreprocess`): frames decoded at
+        their native size, shorter side resized to the input size (bicubic, PIL); at test its centre
+        crop and mean / std, so test pixels are open_clip's eval transform of each frame; in training
+        a square crop of the whole shorter side at a random position, no flip. One test clip of
+        `num_frames` frames at the segment centres."""
+        from videotext import openclip
         from videotext.data.frames import FrameSpec
 
         pre = self.preprocess
         return FrameSpec(pre["size"], pre["mean"], pre["std"], crop_scale=(1.0, 1.0), flip=0.0, test_stride=0.0,
-                         max_test_clips=1, cache=self.config.frame_cache, cache_fps=1.0)
+                         max_test_clips=1, cache=self.config.frame_cache, cache_fps=1.0,
+                         preprocess=openclip.FramePreprocess(pre))
 
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
         if self.config.input == "features":

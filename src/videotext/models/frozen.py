@@ -72,6 +72,7 @@ class FrozenConfig:
     temperature: float = 0.05  # σ (§4.3)
     paragraph_captions: bool = False  # §4.3: train on random concatenations of a video's captions (DiDeMo)
     # frames (§3.2 "Frame sampling", §4.3)
+    # ImageNet's (official transforms); a tower from CLIP (vit_checkpoint openclip:…) uses CLIP's (frame_spec)
     pixel_mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
     pixel_std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
     crop_scale: list[float] = field(default_factory=lambda: [0.5, 1.0])
@@ -273,11 +274,27 @@ class FrozenInTime(Method):
 
     # --- data hooks ------------------------------------------------------------------------
     def frame_spec(self):
+        """Frame sampling and transforms (§3.2, §4.3).
+
+        A tower initialised from CLIP (`vit_checkpoint: openclip:ARCH@PRETRAINED`) sees frames as
+        CLIP saw images: decoded at their native size and resized by open_clip's own eval transform
+        (shorter side to `img_size`, bicubic through PIL), normalised with that CLIP model's mean /
+        std instead of `pixel_mean` / `pixel_std` (ImageNet's, for ImageNet ViTs); at test the
+        pixels are exactly open_clip's eval transform at `img_size` (centre crop). Training keeps
+        the paper's augmentation (§4.3: a random square of `crop_scale` of the shorter side,
+        resized, flipped with probability `flip`), cut from those resized frames.
+        """
         from videotext.data.frames import FrameSpec
 
         cfg = self.config
-        return FrameSpec(self.img_size, tuple(cfg.pixel_mean), tuple(cfg.pixel_std), tuple(cfg.crop_scale),
-                         cfg.flip, cfg.test_stride, cfg.max_test_clips, cfg.frame_cache, cfg.cache_fps)
+        mean, std, preprocess = tuple(cfg.pixel_mean), tuple(cfg.pixel_std), None
+        if cfg.vit_checkpoint.startswith("openclip:"):
+            from videotext import openclip
+
+            pre = {**openclip.image_preprocess(*openclip.parse_spec(cfg.vit_checkpoint)), "size": self.img_size}
+            mean, std, preprocess = pre["mean"], pre["std"], openclip.FramePreprocess(pre)
+        return FrameSpec(self.img_size, mean, std, tuple(cfg.crop_scale), cfg.flip, cfg.test_stride,
+                         cfg.max_test_clips, cfg.frame_cache, cfg.cache_fps, preprocess)
 
     def _source(self, dataset: Any):
         """One FrameSource per dataset object, kept so decoded frames are cached across epochs."""

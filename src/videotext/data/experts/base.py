@@ -83,7 +83,7 @@ class FrameExpert(Expert):
     """An expert computed from decoded RGB frames."""
 
     kind = "frames"
-    frame_size: int = 224  # shorter side the frames are decoded at
+    frame_size: int | None = 224  # shorter side the frames are decoded at; None: their native size
 
     @abstractmethod
     def frame_times(self, starts: np.ndarray) -> np.ndarray:

@@ -1,10 +1,17 @@
 """`clip` expert: CLIP image-tower embeddings (open_clip) of one frame per step.
 
-Each step's centre frame is decoded with its shorter side at the model's input size,
-centre-cropped square and normalised with the model's mean/std (CLIP's own transform:
-resize shortest side, centre crop), then `encode_image` gives the projected, not yet
-normalised, embedding [D] (D = the model's embed_dim; 512 for ViT-B-32). One step per
-second by default, as CLIP4Clip samples frames (§4.2: 1 frame per second).
+Each step's centre frame is decoded at its native size (`frame_size = None`: no scaling
+at decode time) and goes through open_clip's own eval transform, the one
+`open_clip.create_model_and_transforms` returns (`videotext.openclip.FramePreprocess`:
+shorter side to the input size, bicubic through PIL, centre crop, the model's mean / std);
+then `encode_image` gives the projected, not yet normalised, embedding [D] (D = the model's
+embed_dim; 512 for ViT-B-32). So a zero-shot run scores a video as open_clip does on PIL
+images of the same frames. One step per second by default, as CLIP4Clip samples frames
+(§4.2: 1 frame per second).
+
+The PIL resize and crop run in the decoding workers (`prepare`, uint8 crops [T, S, S, 3]);
+ToTensor and Normalize run batched in the main process (`pixels`). Version 2 marks stores
+made this way (version 1 stores were scaled at decode time and differ in pixels).
 
 `model` (an open_clip architecture or model-config JSON) and `pretrained` (tag, local
 checkpoint file, or "" for seeded random weights) are recorded in the store, so
@@ -23,7 +30,8 @@ class CLIPExpert(CentreFrameNetworkExpert):
     """open_clip `encode_image` of the centre frame of each step."""
 
     name = "clip"
-    version = "1"
+    version = "2"  # 2: native decode + open_clip's transform (stores of version 1 are not mixed in)
+    frame_size = None  # decode at the native size: open_clip's transform does the resizing
     store_float32 = True  # zero-shot search scores these vectors directly: no float16 rounding
 
     def __init__(self, model: str = "ViT-B-32", pretrained: str = "", rate: float = 1.0, batch_size: int = 64,
@@ -37,8 +45,9 @@ class CLIPExpert(CentreFrameNetworkExpert):
         self.batch_size = int(batch_size)
         self.device = device
         self._model = None
-        self.preprocess = openclip.image_preprocess(self.model_arg, self.pretrained)  # {"size", "mean", "std"}
-        self.frame_size = self.preprocess["size"]
+        # open_clip's preprocessing config {"size", "mean", "std", "interpolation", "resize_mode", "fill_color"}
+        self.preprocess = openclip.image_preprocess(self.model_arg, self.pretrained)
+        self.transform = openclip.FramePreprocess(self.preprocess)
 
     @property
     def model(self):
@@ -55,13 +64,13 @@ class CLIPExpert(CentreFrameNetworkExpert):
     def settings(self) -> dict[str, Any]:
         return {"model": self.model_arg, "pretrained": self.pretrained, **self.preprocess}
 
-    def pixels(self, crops: np.ndarray):
-        """uint8 RGB crops [N, S, S, 3] → normalised float pixels [N, 3, S, S] (CLIP's transform)."""
-        import torch
+    def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Native-size uint8 frames [T, H, W, 3] → open_clip's resized, centre-cropped uint8 crops [T, S, S, 3]."""
+        return self.transform.images(frames)
 
-        mean = torch.tensor(self.preprocess["mean"]).view(1, 3, 1, 1)
-        std = torch.tensor(self.preprocess["std"]).view(1, 3, 1, 1)
-        return (torch.from_numpy(np.ascontiguousarray(crops)).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+    def pixels(self, crops: np.ndarray):
+        """uint8 RGB crops [N, S, S, 3] → normalised float pixels [N, 3, S, S] (open_clip's ToTensor, Normalize)."""
+        return self.transform.pixels(crops)
 
     def embed(self, crops: np.ndarray) -> np.ndarray:
         """CLIP image embeddings [N, D] of uint8 RGB crops [N, S, S, 3]."""
