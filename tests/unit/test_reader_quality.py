@@ -127,8 +127,12 @@ def test_lsmdc_clip_in_two_files_is_not_a_duplicate():
     assert dataset.splits == {"train": [clip], "test": [clip]}  # the empty row's clip is not created
     assert dataset[clip].captions == ["SOMEONE looks out the window."]
     report = dataset.meta["bad_records"]
-    assert report["dropped"] == {"duplicate": 1, "empty_caption": 1}
-    assert [r["record"] for r in report["records"]] == ["row 2.sentence", "row 3.sentence"]
+    assert report["dropped"] == {"duplicate": 2, "empty_caption": 1}
+    # row 1 of the challenge file repeats the training caption: the same clip, not a bad record;
+    # its row 2 repeats row 1 of the same file: a duplicate
+    assert [(Path(r["file"]).name, r["record"]) for r in report["records"]] == [
+        ("LSMDC16_annos_training.csv", "row 2.sentence"), ("LSMDC16_annos_training.csv", "row 3.sentence"),
+        ("LSMDC16_challenge_1000_publictect.csv", "row 2.sentence")]
 
 
 def test_manifest_reader_keeps_the_conversion_report(tmp_path):

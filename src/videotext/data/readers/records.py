@@ -54,7 +54,11 @@ class BadRecords:
     def __init__(self, on_bad: str = "repair", source: object = "<reader>"):
         self.on_bad = check_on_bad(on_bad, source)
         self.records: list[dict[str, Any]] = []
-        self._caption_origin: dict[tuple[str, str], str] = {}
+        # which file gave a video its first caption, and the captions a later file added
+        # (one entry per video, so that a clip listed in two files is told from a duplicate)
+        self._video_file: dict[str, str] = {}
+        self._later_file: dict[tuple[str, str], str] = {}
+        self._names: dict[str, str] = {}
         self.emptied: list[str] = []  # videos whose every text record was dropped
 
     # --- one record ----------------------------------------------------------------
@@ -138,15 +142,23 @@ class BadRecords:
         """
         out: list[str] = []
         have = set(existing or ())
+        name = self._names.setdefault(str(file), str(file))  # one string per file, shared by its videos
+        first = self._video_file.setdefault(video, name)
         for key, raw in items:
             text = self.text(raw, file, key, video)
             if text is None:
                 continue
-            if text in have or text in out:
-                if self._caption_origin.get((video, text), str(file)) == str(file):
-                    self._bad("duplicate", file, key, video, text)
+            if text in out:
+                self._bad("duplicate", file, key, video, text)
                 continue
-            self._caption_origin[(video, text)] = str(file)
+            if text in have:
+                if self._later_file.get((video, text), first) == name:
+                    self._bad("duplicate", file, key, video, text)
+                else:  # the same caption listed again by another file: remember that this one did too
+                    self._later_file[(video, text)] = name
+                continue
+            if name != first:
+                self._later_file[(video, text)] = name
             out.append(text)
         return out
 
