@@ -191,15 +191,19 @@ def dataset_check(
     """Compare a dataset's videos and captions per split with its published counts (exit 1 when they differ)."""
     from videotext.data.readers import canonical_format, read_dataset
     from videotext.data.readers.counts import check_lines, compare, is_manifest
-    from videotext.data.readers.records import summary
+    from videotext.data.readers.records import examples, summary
 
     name = canonical_format(name)
     fmt = "manifest" if is_manifest(path) and name != "manifest" else name
     dataset = read_dataset(fmt, path, **reader_options(option, on_bad))
+    if fmt == "manifest" and dataset.name != name:
+        raise VideoTextError(f"{path}: the manifest holds {dataset.name!r}, not {name!r}")
     entry, rows = compare(dataset, name)
     for line in check_lines(name, entry, rows, dataset):
         typer.echo(line)
     typer.echo(summary(dataset.meta.get("bad_records")))
+    for line in examples(dataset.meta.get("bad_records")):
+        typer.echo(line)
     if any(not row.ok for row in rows):
         typer.echo("counts differ from the published figures")
         raise typer.Exit(1)

@@ -165,8 +165,22 @@ def test_check_reports_each_split_and_exits_1_on_a_mismatch(tmp_path):
     assert re.search(r"train\s+7\s+10,009\s+15\s+37,421\s+4\s+DIFFERS", result.output), result.output
     assert "val_2: split not read" in result.output
     assert "dropped 4" in result.output
+    assert "reversed (repaired 1): train.json: v_0bosp4-pyTM.timestamps[1]" in result.output
+    assert ("past_duration (repaired 5): train.json: v_MKmrqcoCZ-M.timestamps[1], train.json: "
+            "v_pSdlIsd_vZc.timestamps[0], train.json: v_pSdlIsd_vZc.timestamps[2], … 2 more") in result.output
     folder = CliRunner().invoke(app, ["dataset", "check", "folder", str(tmp_path)])
     assert folder.exit_code == 0 and "no published count" in folder.output
+
+
+def test_check_reads_a_converted_manifest(tmp_path):
+    out = tmp_path / "manifest.json"
+    read_dataset("youcook2", YC2_QUIRKS, protocol="official").save(out)
+    result = CliRunner().invoke(app, ["dataset", "check", "youcook2", str(out)])
+    assert result.exit_code == 1, result.output  # a 2-video fixture against the real release
+    assert re.search(r"validation\s+1\s+457\s+1\s+3,492\s+2\s+DIFFERS", result.output), result.output
+    assert "empty_caption (dropped 1): youcookii_annotations_trainval.json: " in result.output  # kept from convert
+    other = CliRunner().invoke(app, ["dataset", "check", "msrvtt", str(out)])
+    assert other.exit_code == 2 and "holds 'youcook2', not 'msrvtt'" in other.output
 
 
 def test_compare_counts_dropped_records_and_carved_validation():

@@ -194,3 +194,16 @@ def report_path(manifest: str | Path) -> Path:
     """Where ``videotext dataset convert`` writes the report: beside the manifest, ``<stem>.bad_records.json``."""
     manifest = Path(manifest)
     return manifest.with_name(f"{manifest.stem}.bad_records.json")
+
+
+def examples(report: dict[str, Any] | None, limit: int = 3) -> list[str]:
+    """One line per kind and action with its count and the first `limit` record keys (file: record)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in (report or {}).get("records", []):
+        groups.setdefault((entry["kind"], entry["action"]), []).append(entry)
+    lines = []
+    for (kind, action), entries in groups.items():
+        shown = ", ".join(f"{Path(e['file']).name}: {e['record']}" for e in entries[:limit])
+        more = f", … {len(entries) - limit} more" if len(entries) > limit else ""
+        lines.append(f"  {kind} ({action} {len(entries)}): {shown}{more}")
+    return lines
