@@ -15,6 +15,7 @@ minute, each hour build several minutes on 2 cores.
 
     python bench/long_video.py                     # 1 min vs 60 min
     python bench/long_video.py --long-minutes 20   # a shorter long video
+    python bench/long_video.py --chunk-seconds 0   # whole videos at once (no chunks), for comparison
 """
 from __future__ import annotations
 
@@ -106,6 +107,22 @@ def train_run(cache: Path) -> Path:
     return run
 
 
+def with_chunk_seconds(run: Path, chunk_seconds: float | None) -> Path:
+    """A copy of `run` whose config sets `inference.chunk_seconds` (the weights are linked)."""
+    import yaml
+
+    copy = run.with_name(f"{run.name}-chunk{chunk_seconds}")
+    shutil.rmtree(copy, ignore_errors=True)
+    copy.mkdir()
+    for entry in run.iterdir():
+        if entry.name != "config.yaml":
+            os.symlink(entry.resolve(), copy / entry.name)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config.setdefault("inference", {})["chunk_seconds"] = chunk_seconds
+    (copy / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return copy
+
+
 def build_peak_mb(run: Path, video: Path, work: Path, extra: list[str]) -> tuple[float, float]:
     """(peak RSS in MB, seconds) of one `videotext index build --window 10` in a fresh process."""
     folder = work / video.stem
@@ -118,9 +135,11 @@ def build_peak_mb(run: Path, video: Path, work: Path, extra: list[str]) -> tuple
     # a fresh interpreter per build, run through a tiny parent so ru_maxrss is this build's alone
     probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    result = subprocess.run([sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True,
                             env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     seconds = time.time() - began
+    if result.returncode != 0:
+        raise SystemExit(f"index build of {video.name} failed:\n{result.stderr[-3000:]}")
     return int(result.stdout.split()[-1]) / 1024, seconds
 
 
@@ -130,6 +149,8 @@ def main() -> None:
     parser.add_argument("--long-minutes", type=int, default=60)
     parser.add_argument("--cache", type=Path, default=ROOT / "bench" / "results" / "long_video")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "long_video.json")
+    parser.add_argument("--chunk-seconds", type=float, default=None,
+                        help="inference.chunk_seconds for the builds (default: the run's, 300); 0 = none")
     parser.add_argument("--set", dest="extra", action="append", default=[],
                         help="extra `index build` arguments, e.g. --set=--threads=1")
     args = parser.parse_args()
@@ -137,6 +158,8 @@ def main() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args.cache.mkdir(parents=True, exist_ok=True)
     run = train_run(args.cache)
+    if args.chunk_seconds is not None:
+        run = with_chunk_seconds(run, args.chunk_seconds or None)
     results = {}
     for minutes in (args.short_minutes, args.long_minutes):
         video = args.cache / "videos" / f"long-video-{minutes}min.mp4"
@@ -151,7 +174,7 @@ def main() -> None:
     short, long = results[f"{args.short_minutes}min"], results[f"{args.long_minutes}min"]
     difference = long["peak_rss_mb"] - short["peak_rss_mb"]
     print(f"difference (long - short): {difference:+.0f} MB")
-    write_json(args.out, {"bench": "long_video", "window_s": 10, "size": [WIDTH, HEIGHT], "fps": FPS,
+    write_json(args.out, {"bench": "long_video", "window_s": 10, "chunk_seconds": args.chunk_seconds, "size": [WIDTH, HEIGHT], "fps": FPS,
                           "results": results, "difference_mb": difference, "cpus": os.cpu_count(),
                           "python": platform.python_version(), "extra_args": args.extra})
     print(f"wrote {args.out}")

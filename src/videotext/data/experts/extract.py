@@ -344,18 +344,19 @@ class _ChunkStage:
     """The main process's side of `<out_dir>/.chunks`: each expert's finished chunks of the
     long videos under way, written atomically, assembled into the store once complete."""
 
-    def __init__(self, root: Path, configs: dict[str, str], overwrite: bool):
-        self.root = root
-        for expert, config in configs.items():  # chunks of other settings are of no use
+    def __init__(self, root: Path, configs: dict[str, str], overwrite: bool, clear: bool = True):
+        self.root, self.configs = root, configs
+        for expert, config in configs.items() if clear else ():  # chunks of other settings are of no use
             folder = root / expert
             marker = folder / "config.json"
             if folder.is_dir() and (overwrite or not marker.is_file() or marker.read_text() != config):
                 shutil.rmtree(folder, ignore_errors=True)
-            if not marker.is_file():
-                with atomic_path(marker) as tmp:
-                    tmp.write_text(config)
 
     def save(self, expert: str, key: str, index: int, count: int, output: ExpertOutput) -> None:
+        marker = self.root / expert / "config.json"
+        if expert in self.configs and not marker.is_file():  # the settings these chunks were made with
+            with atomic_path(marker) as tmp:
+                tmp.write_text(self.configs[expert])
         with atomic_path(chunk_file(self.root, expert, key, index, count)) as tmp:
             with open(tmp, "wb") as handle:
                 np.savez(handle, features=np.asarray(output.features, np.float32),
@@ -593,10 +594,9 @@ def extract_features(
     chunk_root = Path(out_dir) / ".chunks"
     if chunk_seconds is not None and chunk_seconds <= 0:
         raise VideoTextError(f"chunk_seconds must be positive (or None for no chunks), got {chunk_seconds}")
-    stage = _ChunkStage(chunk_root, {name: w.config for name, w in writers.items()}, overwrite) if main else None
+    stage = _ChunkStage(chunk_root, {name: w.config for name, w in writers.items()}, overwrite, clear=main)
     if ranks:
         dist.barrier()  # rank 0 has cleared chunks of other settings
-        stage = stage or _ChunkStage(chunk_root, {}, False)
     stats = {name: {"done": 0, "skipped": 0, "failed": 0, "missing": 0, "seconds": 0.0} for name in built}
     items = resolve_source(source)
     if shard is not None:
