@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -48,7 +49,7 @@ SHORTLIST = 4  # candidates a re-scoring method re-scores per query (fewer than 
 SEED = 0
 
 # Overrides of each packaged `<method>/synthetic` config that keep a model to a few seconds of
-# CPU: small widths and depths, few time steps, the frozen bundled text encoder.
+# CPU: small widths and depths, few time steps (and the tiny `text_model` below, frozen as packaged).
 SMALL: dict[str, list[str]] = {
     "dual": ["model.embed_dim=16"],
     "frozen": ["model.preset=tiny", "model.num_frames=2", "model.embed_dim=16", "model.max_test_clips=1"],
@@ -120,6 +121,28 @@ def contract_videos(dataset: VideoTextDataset, split: str) -> VideoTextDataset:
 
 
 @pytest.fixture(scope="module")
+def text_model(tiny_synth, tmp_path_factory) -> str:
+    """A 2-layer, 32-wide random BERT whose WordPiece vocabulary holds every word of the fixture's
+    captions and sentences, saved as an HF folder: the text encoder of every method that takes
+    `model.text_model` (the bundled MiniLM is 22M parameters, written and read by each round trip)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    texts = [t for v in dataset for t in [*v.captions, *(s.sentence for s in v.segments)]]
+    words = sorted({w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower())})
+    folder = tmp_path_factory.mktemp("contract_bert")
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tokenizer = BertTokenizerFast.from_pretrained(folder)  # reads vocab.txt (the `vocab_file=` argument may not)
+    tokenizer.save_pretrained(folder)
+    assert len(tokenizer) == 5 + len(words)
+    assert not any(tokenizer.unk_token_id in ids for ids in tokenizer(texts)["input_ids"])
+    torch.manual_seed(SEED)
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
 def clip_features(tiny_synth, tmp_path_factory) -> Path:
     """The `clip` expert of the fixture's videos from the tiny seeded-random open_clip model (clip4clip's input)."""
     from videotext.data.experts import extract_features
@@ -133,14 +156,16 @@ def clip_features(tiny_synth, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def build(tiny_synth, request) -> Callable[..., Case]:
+def build(tiny_synth, text_model, request) -> Callable[..., Case]:
     """`build(name)`: the method's small model (built once per module, eval mode);
     `build(name, fresh=True)`: a new one with the same seed, for tests that change it."""
 
     def make(name: str) -> Case:
         features = request.getfixturevalue("clip_features") if name == "clip4clip" else tiny_synth / "features"
-        config = load_config(f"{name}/synthetic", [f"data.manifest={tiny_synth / 'manifest.json'}",
-                                                   f"data.features={features}", *SMALL.get(name, [])])
+        overrides = [f"data.manifest={tiny_synth / 'manifest.json'}", f"data.features={features}"]
+        if "text_model" in {f.name for f in dataclasses.fields(METHODS[name].Config)}:
+            overrides.append(f"model.text_model={text_model}")
+        config = load_config(f"{name}/synthetic", [*overrides, *SMALL.get(name, [])])
         data = RunData(config)
         videos = contract_videos(data.dataset, config.data.train_split)
         seed_everything(SEED)
@@ -330,10 +355,17 @@ def test_saved_run_loads_with_equal_embeddings(build, name, tmp_path):
     method = case.method
     captions = case.captions(5)
     as_built = encode_videos(method, case.videos, case.read_features)
+    # a state no build reproduces, so equal embeddings can only come from the checkpoint: one training
+    # forward moves the buffers (normalisation statistics, fitted IDF, trained frame count), noise the
+    # trainable weights (as training would: a frozen text encoder keeps its weights, and its per-caption cache)
+    batches = method.train().train_batches(case.videos, case.read_features, BATCH, SEED)
     torch.manual_seed(SEED + 1)
-    with torch.no_grad():  # weights no build reproduces: equal embeddings can only come from the checkpoint
+    with torch.no_grad():
+        method.loss(batches.batch(0, 0))
         for parameter in method.parameters():
-            parameter.add_(0.05 * torch.randn_like(parameter))
+            if parameter.requires_grad:
+                parameter.add_(0.05 * torch.randn_like(parameter))
+    method.eval()
     text, video = encode_texts(method, captions), encode_videos(method, case.videos, case.read_features)
     assert not torch.allclose(method.index_vectors(video), method.index_vectors(as_built), atol=1e-4)
     run_dir = tmp_path / "run"
@@ -345,6 +377,9 @@ def test_saved_run_loads_with_equal_embeddings(build, name, tmp_path):
     assert type(loaded.method) is type(method) and not loaded.method.training
     assert loaded.method.config_dict() == method.config_dict()
     assert loaded.expert_dims == (case.expert_dims or {})
+    state, loaded_state = method.state_dict(), loaded.method.state_dict()
+    assert sorted(loaded_state) == sorted(state)
+    assert [key for key in state if not torch.equal(loaded_state[key], state[key])] == []
     assert_embeddings_close(encode_texts(loaded.method, captions), text, atol=1e-6)
     assert_embeddings_close(encode_videos(loaded.method, case.videos, case.read_features), video, atol=1e-6)
     # the public API of the loaded run: query and index vectors
