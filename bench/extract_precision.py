@@ -25,6 +25,7 @@ from videotext.data.features import FeatureStore
 from videotext.io import write_json
 from videotext.data.loaders import VideoFeatures
 from videotext.demo import _extraction_options
+from videotext.eval.protocols import evaluate_split
 from videotext.inference import load_model
 from videotext.data.run_data import RunData
 
@@ -57,7 +58,7 @@ def main() -> None:
             stores[precision] = store = FeatureStore(folder)
             reader = VideoFeatures(store, model.experts, model.config.data.max_steps_per_expert)
             with torch.inference_mode():
-                metrics = model.method.evaluate_split(dataset, reader, device=model.device)
+                metrics = evaluate_split(model.method, dataset, reader, device=model.device)
                 embeddings[precision] = model.encode_videos(dataset, reader).float().numpy()
             results[precision] = {"videos_per_s": round(summary["videos_per_s"], 2),
                                   "t2v_R1": metrics["t2v"]["R1"], "v2t_R1": metrics["v2t"]["R1"]}

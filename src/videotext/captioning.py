@@ -7,12 +7,16 @@
 The video files are run through the run's own feature experts (with the extraction
 settings of its training features), then decoded greedily (`beam_size=1`) or with beam
 search. This is what `videotext caption RUN_DIR VIDEO…` calls.
+
+The same run-level tools for a run's own data: `evaluate_run_captioning` (a split's
+captioning scores → `report/captioning.json`) and `plot_support_attention` (the support-set
+attention of one training batch, paper Fig. 3 → `report/support_attention.png`).
 """
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from videotext.errors import VideoTextError
 
@@ -66,3 +70,48 @@ def caption_videos(run_dir: str | Path, videos: Sequence[str | Path], beam_size:
             captions = model.method.caption(to_device(batch, model.device), beam_size=beam_size, max_len=max_len)
             out.update((ids[k], c) for k, c in zip(batch["video_ids"], captions))
     return out
+
+
+def evaluate_run_captioning(run_dir: Any, split: str = "test", beam_size: int = 3, meteor: bool = True,
+                            checkpoint: str = "best", device: str = "auto") -> dict[str, Any]:
+    """Caption a run's `split` with its selected checkpoint and write `report/captioning.json`.
+
+    For the eval report of runs whose method has a caption decoder (Support-set).
+    """
+    from videotext.data.run_data import RunData
+    from videotext.eval.captioning import evaluate_captioning
+    from videotext.inference import load_model
+    from videotext.io import write_json
+
+    model = load_model(run_dir, checkpoint=checkpoint, device=device)
+    if getattr(model.method, "decoder", None) is None:
+        raise VideoTextError(f"{run_dir}: method {model.config.method!r} has no caption decoder")
+    data = RunData(model.config)
+    result = evaluate_captioning(model.method, data.split(split), data.read_features, beam_size, meteor, model.device)
+    result["split"] = split
+    (Path(run_dir) / "report").mkdir(parents=True, exist_ok=True)
+    write_json(Path(run_dir) / "report" / "captioning.json", result)
+    return result
+
+
+def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, checkpoint: str = "best",
+                           max_items: int = 32) -> Path:
+    """Support-set attention map of one training batch (paper Fig. 3) → `report/support_attention.png`.
+
+    Rows are captions, columns the videos they are reconstructed from; the first
+    `max_items` pairs of the batch are shown.
+    """
+    from videotext.config import ConfigError
+    from videotext.data.run_data import RunData
+    from videotext.eval.supportset_report import attention_title, save_attention_map, support_attention
+    from videotext.inference import load_model
+
+    model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
+    if model.config.method != "supportset":
+        raise ConfigError(f"{run_dir}: a {model.config.method!r} run has no support-set attention")
+    data = RunData(model.config)
+    batches = model.method.train_batches(data.split(model.config.data.train_split), data.read_features,
+                                         model.config.train.batch_size, model.config.train.seed)
+    weights = support_attention(model.method, batches.batch(0, batch_index), model.device)[:max_items, :max_items]
+    out = Path(out) if out else Path(run_dir) / "report" / "support_attention.png"
+    return save_attention_map(weights, out, attention_title(model.method.config))

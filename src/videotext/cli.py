@@ -323,6 +323,7 @@ def eval_command(
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.data.run_data import RunData
+    from videotext.eval.protocols import evaluate_split
     from videotext.inference import load_model
     from videotext.io import write_json
 
@@ -337,7 +338,7 @@ def eval_command(
         raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
     dataset = data.split(split)
     with model.autocast():
-        result = model.method.evaluate_split(dataset, data.read_features, device=model.device)
+        result = evaluate_split(model.method, dataset, data.read_features, device=model.device)
     write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
     typer.echo(_metrics_text(result))
     if report:

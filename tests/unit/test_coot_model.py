@@ -158,7 +158,7 @@ def test_hierarchy_batches_are_pure_and_aligned():
 
 
 def test_evaluate_hierarchy_counts_and_protocol():
-    from videotext.models.coot import evaluate_hierarchy
+    from videotext.eval.hierarchy import evaluate_hierarchy
 
     videos = [Video(f"v{i}", duration=6.0, segments=[Segment(0, 2.5, "a b"), Segment(3, 5.5, "c d e")][: 1 + i % 2])
               for i in range(5)]

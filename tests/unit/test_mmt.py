@@ -15,7 +15,8 @@ from videotext.data.schema import Video, VideoTextDataset
 from videotext.losses import info_nce, max_margin_ranking
 from videotext.models import build_method
 from videotext.models.layers.mmt_bert import MMTBert
-from videotext.models.mmt import MMTFeatures, mixture_similarity, mixture_similarity_reference
+from videotext.data.mmt_features import MMTFeatures
+from videotext.models.mmt import mixture_similarity, mixture_similarity_reference
 
 DIMS = {"motion": 6, "audio": 4, "appearance": 5}
 SMALL = {"d_model": 16, "layers": 2, "heads": 2, "intermediate": 32, "max_seconds": 10}
@@ -294,7 +295,9 @@ def test_reader_keeps_timestamps_pools_all_steps_and_shuffles(tmp_path, text_mod
     assert encoded["available"].tolist() == [[1.0], [0.0]]
 
 
-def test_report_extras_remove_each_expert_as_missing(tmp_path, text_model):
+def test_report_section_removes_each_expert_as_missing(tmp_path, text_model):
+    from videotext.eval.mmt_report import expert_report
+
     rng = np.random.default_rng(0)
     store = FeatureStore(tmp_path / "features")
     keys = [f"v{i}" for i in range(4)]
@@ -307,7 +310,7 @@ def test_report_extras_remove_each_expert_as_missing(tmp_path, text_model):
     model = make_mmt(text_model)
     model.train()
     reader = VideoFeatures(store, list(DIMS), 4)
-    extras = model.report_extras(dataset, reader, tmp_path / "report")
+    extras = expert_report(model, dataset, reader, tmp_path / "report")
     assert model.training  # restored
     rows = extras["tables"]["each expert removed at test time (no retraining)"]
     assert list(rows) == ["t2v, all experts"] + [f"t2v without {e}" for e in sorted(DIMS)]

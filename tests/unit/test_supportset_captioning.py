@@ -154,8 +154,7 @@ def test_caption_videos_matches_the_method_on_stored_features(tiny_synth, tmp_pa
     assert list(got.values()) == method.caption(batch, beam_size=2)
 
     # the run-report pieces: Fig. 3 attention map and split captioning metrics
-    from videotext.eval.captioning import evaluate_run_captioning
-    from videotext.models.supportset import plot_support_attention
+    from videotext.captioning import evaluate_run_captioning, plot_support_attention
 
     png = plot_support_attention(run)
     assert png == run / "report" / "support_attention.png" and png.stat().st_size > 1000
@@ -184,10 +183,11 @@ class _Store:
         return values, torch.arange(len(values)).numpy()
 
 
-def test_report_extras_scores_captions_in_one_call_and_plots_the_attention(tmp_path, monkeypatch):
+def test_report_section_scores_captions_in_one_call_and_plots_the_attention(tmp_path, monkeypatch):
     import videotext.eval.captioning as captioning
     from videotext.data.loaders import VideoFeatures
     from videotext.data.schema import Video, VideoTextDataset
+    from videotext.eval.supportset_report import captioning_report
     from videotext.models.base import build_method
 
     calls = []
@@ -204,7 +204,7 @@ def test_report_extras_scores_captions_in_one_call_and_plots_the_attention(tmp_p
                                         "decoder_ffn_dim": 32,
                                         "freeze_text": True, "max_caption_tokens": 6, "report_beam_size": 2},
                          expert_dims={"a": 3, "m": 2})
-    extras = model.report_extras(data, VideoFeatures(_Store(), ["a", "m"], 10), tmp_path)
+    extras = captioning_report(model, data, VideoFeatures(_Store(), ["a", "m"], 10), tmp_path)
     assert calls == [True]  # one METEOR call for the whole split
     (caption, table), = extras["tables"].items()
     assert caption.startswith("captioning (beam 2, 6 videos") and set(table["captioning"]) == {
@@ -215,4 +215,4 @@ def test_report_extras_scores_captions_in_one_call_and_plots_the_attention(tmp_p
     assert (tmp_path / "captioning.json").is_file()
     no_decoder = build_method("supportset", {"embed_dim": 16, "ffn_dim": 32, "captioning": "none",
                                              "freeze_text": True}, expert_dims={"a": 3, "m": 2})
-    assert no_decoder.report_extras(data, None, tmp_path) == {}
+    assert captioning_report(no_decoder, data, None, tmp_path) == {}

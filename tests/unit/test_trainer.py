@@ -140,18 +140,21 @@ def test_threads_option_sets_torch_threads(tiny_synth, tmp_path):
 
 
 def test_a_methods_own_evaluation_drives_selection_and_the_test_record(tiny_synth, tmp_path, monkeypatch):
-    """`Method.evaluate_split` is what the trainer validates, selects on and tests with."""
+    """The method's protocol (`Method.protocol`, run by `eval.protocols.evaluate_split`) is what the
+    trainer validates, selects on and tests with."""
+    from videotext.eval.protocols import PROTOCOLS
     from videotext.models.dual import DualEncoder
 
     calls = []
 
-    def evaluate_split(self, dataset, read_features, device="cpu"):
+    def custom(method, dataset, read_features, device="cpu"):
         calls.append(len(dataset))
         # a made-up protocol whose R1 falls every validation: selection must keep the first
         value = 100.0 / len(calls)
         return {"custom": {"R1": value, "n_queries": len(dataset)}, "n_videos": len(dataset)}
 
-    monkeypatch.setattr(DualEncoder, "evaluate_split", evaluate_split)
+    monkeypatch.setitem(PROTOCOLS, "custom", custom)
+    monkeypatch.setattr(DualEncoder, "protocol", "custom")
     result = Trainer(make_config(tiny_synth, "train.select_metric=custom.R1"), tmp_path / "run",
                      progress=False).fit()
     vals = [e for e in read_metrics_log(tmp_path / "run") if e["kind"] == "val"]

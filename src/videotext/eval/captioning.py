@@ -94,27 +94,3 @@ def evaluate_captioning(method: Any, dataset: Any, read_features: Any, beam_size
     predictions = {k: p for k, p in predictions.items() if k in references}
     metrics = caption_metrics(predictions, references, meteor=meteor)
     return {"metrics": metrics, "predictions": predictions, "n_videos": len(predictions), "beam_size": beam_size}
-
-
-def evaluate_run_captioning(run_dir: Any, split: str = "test", beam_size: int = 3, meteor: bool = True,
-                            checkpoint: str = "best", device: str = "auto") -> dict[str, Any]:
-    """Caption a run's `split` with its selected checkpoint and write `report/captioning.json`.
-
-    For the eval report of runs whose method has a caption decoder (Support-set).
-    """
-    from pathlib import Path
-
-    from videotext.errors import VideoTextError
-    from videotext.inference import load_model
-    from videotext.io import write_json
-    from videotext.data.run_data import RunData
-
-    model = load_model(run_dir, checkpoint=checkpoint, device=device)
-    if getattr(model.method, "decoder", None) is None:
-        raise VideoTextError(f"{run_dir}: method {model.config.method!r} has no caption decoder")
-    data = RunData(model.config)
-    result = evaluate_captioning(model.method, data.split(split), data.read_features, beam_size, meteor, model.device)
-    result["split"] = split
-    (Path(run_dir) / "report").mkdir(parents=True, exist_ok=True)
-    write_json(Path(run_dir) / "report" / "captioning.json", result)
-    return result

@@ -1,5 +1,6 @@
 """The report of a trained run: its training curves, the split's metrics, rank plots and
-whatever the method adds (`Method.report_extras`: captioning scores, attention maps …).
+the method's own section (`Method.report_section`, a name in `SECTIONS`: MMT's per-expert
+view, Support-set's captioning scores and attention map …).
 
 `videotext train` writes it after the test evaluation and `videotext eval` after
 evaluating a split; both land in run_dir/report/index.html.
@@ -7,10 +8,33 @@ evaluating a split; both land in run_dir/report/index.html.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from videotext.errors import VideoTextError
 from videotext.eval.evaluate import encode_split, evaluate_encoded, metric_directions
+from videotext.eval.mmt_report import expert_report
 from videotext.eval.report import write_report
+from videotext.eval.supportset_report import captioning_report
+
+#: report section name → function(method, dataset, read_features, report_dir, device=...) →
+#: {"tables": {caption: {direction: metrics}}, "figures": [(png written into report_dir, caption)],
+#: "notes": [lines]}
+SECTIONS: dict[str, Callable[..., dict[str, Any]]] = {
+    "experts": expert_report,
+    "captioning": captioning_report,
+}
+
+
+def method_section(method: Any, dataset: Any, read_features: Any, report_dir: Path,
+                   device: Any = "cpu") -> dict[str, Any]:
+    """The method's own part of the report on `dataset` ({} when it declares none)."""
+    name = getattr(method, "report_section", "")
+    if not name:
+        return {}
+    if name not in SECTIONS:
+        raise VideoTextError(f"method {getattr(method, 'name', type(method).__name__)!r}: unknown report section "
+                             f"{name!r} (known: {sorted(SECTIONS)})")
+    return SECTIONS[name](method, dataset, read_features, report_dir, device=device) or {}
 
 
 def write_run_report(run_dir: str | Path, method: Any, dataset: Any, read_features: Any, *,
@@ -31,7 +55,7 @@ def write_run_report(run_dir: str | Path, method: Any, dataset: Any, read_featur
         full = evaluate_encoded(method, encode_split(method, dataset, read_features, device=device),
                                 return_ranks=True)
         ranks = {**full["ranks"], "n_targets": full["n_videos"]}
-    extras = method.report_extras(dataset, read_features, report_dir, device=device) or {}
+    extras = method_section(method, dataset, read_features, report_dir, device=device)
     tables.update(extras.get("tables", {}))
     notes = [f"Method: {getattr(method, 'name', type(method).__name__)}; split {split!r}: "
              f"{metrics.get('n_videos', '?')} videos, {metrics.get('n_captions', '?')} captions."]

@@ -12,6 +12,26 @@ loaders call: `prepare_text(list[str])` turns strings into model inputs, and
 `video_inputs` says what the video side consumes ("features" from a FeatureStore or
 "frames" decoded from pixels). Adding a method never touches the trainer, the metric
 or the index.
+
+Evaluation and reports: a method returns data, evaluation measures and draws. It never
+imports `videotext.eval` (nor train, inference or search); it declares by name what
+evaluation code to run on it:
+
+    protocol        how one split is evaluated, for validation (model selection), the one
+                    test evaluation and `videotext eval`: `videotext.eval.protocols.evaluate_split`
+                    runs `PROTOCOLS[method.protocol]`. "multi_caption" (default: every caption
+                    a query, t2v and v2t); "hierarchy" (COOT: + paragraph↔video and
+                    sentence↔clip, `videotext.eval.hierarchy`, which calls the method's
+                    `encode_video_hierarchy` / `encode_text_hierarchy` / `text_source`).
+    report_section  the method's own part of the run report, or "" for none:
+                    `videotext.eval.run_report` calls `SECTIONS[method.report_section]`, which
+                    evaluates through the method's hooks and draws ("experts": MMT's
+                    per-expert removal and mixture weights, `videotext.eval.mmt_report`;
+                    "captioning": Support-set's captioning scores and attention map,
+                    `videotext.eval.supportset_report`).
+
+A new protocol or report section is one function in `videotext.eval` and its name in that
+table; the method only names it.
 """
 from __future__ import annotations
 
@@ -88,6 +108,9 @@ class Method(nn.Module):
     name: ClassVar[str] = ""
     Config: ClassVar[type]
     video_inputs: ClassVar[str] = "features"  # "features" | "frames"
+    # Evaluation and reports are declared, not implemented, here (see the module docstring):
+    protocol: ClassVar[str] = "multi_caption"  # a name in videotext.eval.protocols.PROTOCOLS
+    report_section: ClassVar[str] = ""  # "" or a name in videotext.eval.run_report.SECTIONS
     gather: LossGather = LossGather()  # what the losses see of other ranks (set by build_method)
 
     def __init__(self, config: Any):
@@ -153,27 +176,6 @@ class Method(nn.Module):
     def expert_options(self) -> dict[str, dict[str, Any]]:
         """Extraction options per expert that this method's weights require (e.g. the CLIP image
         tower matching its text tower); `index build` uses them for new videos. Default: none."""
-        return {}
-
-    # --- evaluation hooks ----------------------------------------------------------------
-    def evaluate_split(self, dataset: Any, read_features: Any, device: Any = "cpu") -> dict[str, Any]:
-        """Metrics of one split, used for validation (selection) and the one test evaluation.
-
-        Default: the multi-caption protocol, {"t2v", "v2t", "n_videos", "n_captions"}.
-        Methods with other protocols (COOT's paragraph↔video and sentence↔clip) return
-        those too; every dict value is a direction of metrics that `train.select_metric`
-        can name (e.g. "par2vid.R1").
-        """
-        from videotext.eval.evaluate import evaluate
-
-        return evaluate(self, dataset, read_features, device=device)
-
-    def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
-        """Method-specific content of the run report on `dataset` (the test split).
-
-        Returns any of {"tables": {caption: {direction: metrics}}, "figures": [(png file
-        written into report_dir, caption)], "notes": [lines]}. Default: nothing.
-        """
         return {}
 
     def config_dict(self) -> dict[str, Any]:

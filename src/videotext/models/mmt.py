@@ -26,18 +26,16 @@ each as [AGG] + its feature tokens.
 """
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from videotext.config import ConfigError
-from videotext.data.loaders import CaptionVideoBatches, VideoFeatures, subsample_steps, video_batches
-from videotext.data.schema import VideoTextDataset
+from videotext.data.loaders import video_batches
+from videotext.data.mmt_features import MMTCaptionBatches, MMTFeatures, collate_mmt
 from videotext.losses import contrastive_loss
 from videotext.models.base import Method, register
 from videotext.models.layers.gated_unit import GatedEmbeddingUnit
@@ -89,82 +87,6 @@ _CHOICES = {"agg_init": ("max", "mean", "zero"), "encoder": ("mmt", "none"), "in
             "loss": ("max_margin", "infonce")}
 
 
-# --- data: features with their timestamps ------------------------------------------------
-class MMTFeatures:
-    """One video's expert features, timestamps and pooled (max / mean) vectors.
-
-    The pooled vectors cover every step of the video, before sub-sampling to
-    `max_steps` (as the official loader's max-pool). A store entry flagged `missing`
-    (no audio, no speech) or absent gives zero steps. With `shuffle`, features are
-    permuted against their timestamps by a fixed per-video permutation (Table 3a
-    "shuffled feats"): the temporal embedding then carries no order.
-    """
-
-    def __init__(self, store: Any, experts: Sequence[str], max_steps: int, shuffle: bool = False,
-                 missing: Sequence[str] = ()):
-        self.store, self.experts, self.max_steps, self.shuffle = store, list(experts), max_steps, shuffle
-        self.missing = set(missing)  # experts read as missing for every video (test-time removal)
-        self.dims = {e: int(store.dim(e)) for e in self.experts}
-
-    @classmethod
-    def wrap(cls, reader: VideoFeatures, shuffle: bool = False) -> "MMTFeatures":
-        if isinstance(reader, MMTFeatures):
-            return reader
-        return cls(reader.store, reader.experts, reader.max_steps, shuffle)
-
-    def __call__(self, key: str) -> dict[str, dict[str, np.ndarray]]:
-        out: dict[str, dict[str, np.ndarray]] = {"features": {}, "times": {}, "max": {}, "mean": {}}
-        for expert in self.experts:
-            dim = self.dims[expert]
-            values, times = np.zeros((0, dim), np.float32), np.zeros(0, np.float64)
-            if expert not in self.missing and self.store.has(expert, key) and not self.store.is_missing(expert, key):
-                values, times = self.store.get(expert, key)
-                values = np.asarray(values, dtype=np.float32).reshape(-1, dim)
-                times = np.asarray(times, dtype=np.float64).reshape(-1)
-            out["max"][expert] = values.max(0) if len(values) else np.zeros(dim, np.float32)
-            out["mean"][expert] = values.mean(0) if len(values) else np.zeros(dim, np.float32)
-            keep = subsample_steps(len(values), self.max_steps)
-            times = times[keep] if len(times) == len(values) else np.full(len(keep), np.nan)  # no stamps: T_unk
-            values = values[keep]
-            if self.shuffle and len(values) > 1:
-                perm = np.random.default_rng(zlib.crc32(f"{expert}/{key}".encode())).permutation(len(values))
-                values = values[perm]
-            out["features"][expert], out["times"][expert] = values, times
-        return out
-
-
-def collate_mmt(items: list[dict[str, dict[str, np.ndarray]]], experts: Sequence[str]) -> dict[str, Any]:
-    """Pad per expert: {"features" {e: [B, T, D]}, "masks" {e: [B, T] bool}, "times" {e: [B, T]}
-    (NaN = unknown / padding), "pooled_max" / "pooled_mean" {e: [B, D]}}."""
-    batch: dict[str, Any] = {"features": {}, "masks": {}, "times": {}, "pooled_max": {}, "pooled_mean": {}}
-    for expert in experts:
-        seqs = [item["features"][expert] for item in items]
-        length = max(1, max(len(s) for s in seqs))
-        padded = np.zeros((len(seqs), length, seqs[0].shape[1]), np.float32)
-        mask = np.zeros((len(seqs), length), bool)
-        times = np.full((len(seqs), length), np.nan, np.float32)
-        for i, (seq, item) in enumerate(zip(seqs, items)):
-            padded[i, : len(seq)], mask[i, : len(seq)] = seq, True
-            times[i, : len(seq)] = item["times"][expert]
-        batch["features"][expert] = torch.from_numpy(padded)
-        batch["masks"][expert] = torch.from_numpy(mask)
-        batch["times"][expert] = torch.from_numpy(times)
-        batch["pooled_max"][expert] = torch.from_numpy(np.stack([it["max"][expert] for it in items]))
-        batch["pooled_mean"][expert] = torch.from_numpy(np.stack([it["mean"][expert] for it in items]))
-    return batch
-
-
-class MMTCaptionBatches(CaptionVideoBatches):
-    """The shared caption-video batches (same seeded order and caption choice), with timestamps."""
-
-    def batch(self, epoch: int, index: int) -> dict[str, Any]:
-        ids = [self.video_ids[i] for i in self.positions(epoch, index)]
-        video = collate_mmt([self.read_features(self.dataset[i].key) for i in ids], self.read_features.experts)
-        video["video_ids"] = ids
-        texts = [self.caption_for(i, epoch) for i in ids]
-        return {"video": video, "text": self.prepare_text(texts), "video_ids": ids}
-
-
 # --- similarity -------------------------------------------------------------------------
 def mixture_similarity(text: dict[str, torch.Tensor], video: dict[str, torch.Tensor],
                        chunk_size: int = 1024) -> torch.Tensor:
@@ -201,6 +123,7 @@ class MMT(Method):
     name = "mmt"
     Config = MMTConfig
     video_inputs = "features"
+    report_section = "experts"  # each expert's contribution: videotext.eval.mmt_report
 
     def __init__(self, config: MMTConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)
@@ -237,14 +160,15 @@ class MMT(Method):
     def prepare_text(self, texts: list[str]) -> dict[str, Any]:
         return self.text_encoder.tokenize(texts)
 
-    def _reader(self, read_features: Any) -> MMTFeatures:
+    def feature_reader(self, read_features: Any) -> MMTFeatures:
+        """`read_features` as this model reads it: with timestamps, pooled vectors and its feature order."""
         return MMTFeatures.wrap(read_features, shuffle=self.config.feature_order == "shuffled")
 
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> MMTCaptionBatches:
-        return MMTCaptionBatches(dataset, self._reader(read_features), self.prepare_text, batch_size, seed)
+        return MMTCaptionBatches(dataset, self.feature_reader(read_features), self.prepare_text, batch_size, seed)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterator[dict[str, Any]]:
-        return video_batches(dataset, self._reader(read_features), batch_size, collate=collate_mmt)
+        return video_batches(dataset, self.feature_reader(read_features), batch_size, collate=collate_mmt)
 
     # --- caption ---
     def encode_text(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -361,60 +285,3 @@ class MMT(Method):
     def expert_similarity(text: dict[str, torch.Tensor], video: dict[str, torch.Tensor], index: int) -> torch.Tensor:
         """⟨φ^i, ψ_agg^i⟩ of one expert, [n_text, n_video]; 0 where the video lacks the expert."""
         return (text["experts"][:, index] @ video["experts"][:, index].T) * video["available"][None, :, index]
-
-    # --- run report ------------------------------------------------------------------------
-    def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
-        """Per-expert view of the test split: the mean mixture weight w_i(c) of the captions
-        (eq. 7) and t2v R@1 with each expert removed at test time (read as a missing expert:
-        no tokens; weight renormalised away unless keep_missing_experts). The paper's Fig. 4 *retrains* without the expert:
-        `videotext compare` over such runs gives that plot."""
-        from pathlib import Path
-
-        from videotext.eval.evaluate import Encoded, encode_split, encode_videos, evaluate_encoded
-        from videotext.eval.report import _new_figure, _save
-
-        reader = self._reader(read_features)
-        encoded = encode_split(self, dataset, reader, device=device)
-        if not encoded.refs or len(encoded.video_ids) < 2:
-            return {}
-        rows = {"t2v, all experts": evaluate_encoded(self, encoded)["t2v"]}
-        mean_weights = encoded.text["weights"].mean(0)  # [M]
-        was_training = self.training
-        self.eval()
-        try:
-            for expert in self.experts:  # read as missing: no tokens, then as missing_agg / keep_missing_experts say
-                drop = MMTFeatures(reader.store, reader.experts, reader.max_steps, reader.shuffle, missing=[expert])
-                video = encode_videos(self, dataset, drop, device=device)
-                rows[f"t2v without {expert}"] = evaluate_encoded(self, Encoded(encoded.text, video, encoded.refs,
-                                                                               encoded.video_ids))["t2v"]
-        finally:
-            self.train(was_training)
-        alone = {f"t2v, {expert} alone": evaluate_encoded(  # ⟨φ^i, ψ^i⟩ only: a dead expert is near chance
-            self, encoded, sims=self.expert_similarity(encoded.text, encoded.video, i))["t2v"]
-            for i, expert in enumerate(self.experts)}
-        report_dir = Path(report_dir)
-        report_dir.mkdir(parents=True, exist_ok=True)
-        fig, (left, middle, right) = _new_figure(13.0, 3.2, ncols=3)
-        labels = list(rows)
-        left.bar(range(len(labels)), [r["R1"] for r in rows.values()], color="#1f77b4")
-        left.set_xticks(range(len(labels)), [label.removeprefix("t2v ") for label in labels], rotation=20, ha="right")
-        left.set_ylabel("t2v R@1 (%)")
-        left.set_title("expert removed at test time")
-        middle.bar(range(len(self.experts)), [r["R1"] for r in alone.values()], color="#2ca02c")
-        middle.set_xticks(range(len(self.experts)), self.experts, rotation=20, ha="right")
-        middle.set_ylabel("t2v R@1 (%)")
-        middle.set_title("one expert's similarity alone")
-        right.bar(range(len(self.experts)), mean_weights.tolist(), color="#ff7f0e")
-        right.set_xticks(range(len(self.experts)), self.experts, rotation=20, ha="right")
-        right.set_ylabel("mean mixture weight w_i(c)")
-        right.set_title(f"{len(encoded.refs)} test captions (eq. 7)")
-        png = report_dir / "mmt_experts.png"
-        _save(fig, png)
-        weights = ", ".join(f"{e} {w:.3f}" for e, w in zip(self.experts, mean_weights.tolist()))
-        return {"tables": {"each expert removed at test time (no retraining)": rows,
-                           "each expert's own similarity ⟨φ^i, ψ^i⟩ alone (same model)": alone},
-                "notes": [f"Mean mixture weight per expert over {len(encoded.refs)} test captions: {weights}."],
-                "figures": [(png.name, "Left: t2v R@1 with each expert removed at test time. Middle: t2v R@1 of "
-                                  "each expert's own similarity (near chance = a dead expert). Right: the mean "
-                                  "mixture weight the captions give each expert. Leave-one-out *training* (paper Fig. 4 "
-                                  "middle) is `videotext compare` over runs trained without each expert.")]}

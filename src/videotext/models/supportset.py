@@ -78,6 +78,7 @@ class SupportSet(Method):
     name = "supportset"
     Config = SupportSetConfig
     video_inputs = "features"
+    report_section = "captioning"  # captioning scores + attention map: videotext.eval.supportset_report
 
     def __init__(self, config: SupportSetConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)
@@ -248,91 +249,3 @@ class SupportSet(Method):
         ids = self.decoder.generate(memory, memory_mask, beam_size, max_len, length_penalty)
         tokenizer = getattr(self.decoder, "tokenizer", None) or self.text_encoder.tokenizer
         return [tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
-
-
-    # --- report ------------------------------------------------------------------------
-    def report_extras(self, dataset: Any, read_features: Any, report_dir: Any, device: Any = "cpu") -> dict[str, Any]:
-        """Captioning scores of `dataset` (one METEOR call) and the support-set attention map
-        of one of its batches (paper Fig. 3), when the run has a decoder."""
-        from pathlib import Path
-
-        from videotext.eval.captioning import evaluate_captioning
-        from videotext.runtime import to_device
-        from videotext.io import write_json
-
-        if self.decoder is None:
-            return {}
-        report_dir = Path(report_dir)
-        report_dir.mkdir(parents=True, exist_ok=True)
-        beam = self.config.report_beam_size
-        result = evaluate_captioning(self, dataset, read_features, beam_size=beam, meteor=True, device=device)
-        write_json(report_dir / "captioning.json", result)
-        table = {k: result["metrics"][k] for k in ("bleu4", "meteor", "rouge_l", "cider") if k in result["metrics"]}
-        extras: dict[str, Any] = {"tables": {f"captioning (beam {beam}, {result['n_videos']} videos)":
-                                             {"captioning": table}},
-                                  "notes": [f"Captions and scores: {report_dir / 'captioning.json'}."]}
-        size = min(32, sum(1 for v in dataset if v.captions))
-        if size >= 2:
-            batch = self.train_batches(dataset, read_features, size, 0).batch(0, 0)
-            was_training = self.training
-            self.eval()
-            try:
-                with torch.no_grad():
-                    weights = self.support_attention(to_device(batch, device)).cpu().numpy()
-            finally:
-                self.train(was_training)
-            png = save_attention_map(weights, report_dir / "support_attention.png",
-                                     f"support-set attention ({self.config.captioning}, T={self.config.temperature})")
-            extras["figures"] = [(png, f"Support-set attention W of {size} caption/video pairs "
-                                       "(rows: captions i, columns: support videos j; paper Fig. 3).")]
-        return extras
-
-
-def save_attention_map(weights: Any, out: Any, title: str) -> Any:
-    """Write an attention matrix [captions, videos] as a heat map PNG; returns the path."""
-    from pathlib import Path
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=float(weights.max()) or 1.0)
-    ax.set_xlabel("support video j")
-    ax.set_ylabel("caption i")
-    ax.set_title(title)
-    fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
-
-
-def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, checkpoint: str = "best",
-                           max_items: int = 32) -> Any:
-    """Support-set attention map of one training batch (paper Fig. 3) → `report/support_attention.png`.
-
-    Rows are captions, columns the videos they are reconstructed from; the first
-    `max_items` pairs of the batch are shown.
-    """
-    from pathlib import Path
-
-    from videotext.runtime import to_device
-    from videotext.inference import load_model
-    from videotext.data.run_data import RunData
-
-    model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
-    if model.config.method != SupportSet.name:
-        raise ConfigError(f"{run_dir}: a {model.config.method!r} run has no support-set attention")
-    data = RunData(model.config)
-    batches = model.method.train_batches(data.split(model.config.data.train_split), data.read_features,
-                                         model.config.train.batch_size, model.config.train.seed)
-    batch = to_device(batches.batch(0, batch_index), model.device)
-    with torch.no_grad():
-        weights = model.method.support_attention(batch)[:max_items, :max_items].numpy()
-    out = Path(out) if out else Path(run_dir) / "report" / "support_attention.png"
-    cfg = model.method.config
-    return save_attention_map(weights, out, f"support-set attention ({cfg.captioning}, T={cfg.temperature})")

@@ -34,6 +34,7 @@ from videotext.data.loaders import epoch_length
 from videotext.data.run_data import RunData
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import metric_directions
+from videotext.eval.protocols import evaluate_split
 from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method, build_method
 from videotext.runtime import resolve_precision, retain_freed_memory, to_device
@@ -262,7 +263,7 @@ class Trainer:
     def _validate(self, ckpt: Path, epoch: int) -> None:
         metrics, value = None, None
         if self.rank == 0:  # the other ranks wait for the selection value
-            metrics = self.method.evaluate_split(self.val_set, self.data.read_features, device=self.device)
+            metrics = evaluate_split(self.method, self.val_set, self.data.read_features, device=self.device)
             self.method.train()
             value = metric_value(metrics, self.config.train.select_metric)
         value = dist.broadcast_object(value)
@@ -315,7 +316,7 @@ class Trainer:
         load_weights(ckpt / "best", self.method)
         if split not in self.data.dataset.splits:
             return {"note": f"no {split!r} split; nothing tested"}
-        metrics = self.method.evaluate_split(self.data.split(split), self.data.read_features, device=self.device)
+        metrics = evaluate_split(self.method, self.data.split(split), self.data.read_features, device=self.device)
         result = {"split": split, "best_step": self.state["best_step"],
                   **{k: v for k, v in metrics.items() if k != "ranks"}}
         write_json(self.run_dir / "test_metrics.json", result)
