@@ -52,7 +52,7 @@ from videotext.data.experts import get_expert
 from videotext.data.experts.base import AudioExpert, Expert, ExpertOutput, FrameExpert, SpeechExpert
 from videotext.data.features import FeatureStore, FeatureWriter, encode_key
 from videotext.data.schema import Segment, VideoTextDataset
-from videotext.data.video import find_videos, probe, read_audio, read_frames
+from videotext.data.video import VideoInfo, find_videos, probe, read_audio, read_frames
 from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 from videotext.io import FailureLog, atomic_path
 from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
@@ -227,15 +227,16 @@ def _record(result: Decoded, names: Iterable[str], exc: BaseException) -> None:
         result.error_types[name] = type(exc).__name__
 
 
-def decode_item(item: Item, experts: dict[str, Expert], window: float | None = 60.0) -> Decoded:
-    """Everything the workers do for one video; errors are captured per expert, never raised."""
+def decode_item(item: Item, experts: dict[str, Expert], window: float | None = 60.0, *,
+                info: VideoInfo | None = None) -> Decoded:
+    """Everything the workers do for one video; errors are captured per expert, never raised.
+    `info`: the video's `probe`, when the caller has it already."""
     result = Decoded(item.key, path=None if item.path is None else str(item.path))
     chosen = [experts[name] for name in item.experts]
     frame_experts = [e for e in chosen if isinstance(e, FrameExpert)]
     audio_experts = [e for e in chosen if isinstance(e, AudioExpert)]
     media_experts = frame_experts + audio_experts
-    info = None
-    if media_experts:
+    if media_experts and info is None:
         try:
             if item.path is None:
                 raise VideoDecodeError(item.key, "the video has no media file")
@@ -294,10 +295,12 @@ def decode_chunks(item: Item, experts: dict[str, Expert], window: float | None, 
     except Exception:  # noqa: BLE001 - decode_item records it the usual way
         yield decode_item(item, experts, window)
         return
-    if info.duration <= chunk_seconds:
-        yield decode_item(item, experts, window)
-        return
     probed = time.perf_counter() - began
+    if info.duration <= chunk_seconds:
+        decoded = decode_item(item, experts, window, info=info)
+        decoded.decode_seconds += probed
+        yield decoded
+        return
     spans = _chunk_spans(info.duration, chunk_seconds)
     failed: dict[str, None] = {}
     reused = 0
