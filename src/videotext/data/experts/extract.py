@@ -58,6 +58,7 @@ from videotext.io import FailureLog, atomic_path
 from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
 
 _NEEDS_MEDIA = ("frames", "audio")
+NATIVE_WINDOW = 10.0  # seconds of frames decoded at once for native-size experts (clip: 10 frames)
 
 
 @dataclass
@@ -145,6 +146,8 @@ def _run_frame_experts(item: Item, experts: list[FrameExpert], duration: float, 
         _run_frame_experts(item, native, duration, window, result, span)
         _run_frame_experts(item, [e for e in experts if e.frame_size is not None], duration, window, result, span)
         return
+    if native and (not window or window > NATIVE_WINDOW):  # native frames are large (4K: 25 MB each)
+        window = NATIVE_WINDOW
     starts = {e.name: _in_span(e.steps(duration), span) for e in experts}  # [T_e] each
     prepared: dict[str, list[np.ndarray]] = {e.name: [] for e in experts}
     size = None if native else max(e.frame_size for e in experts)
