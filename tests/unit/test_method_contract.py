@@ -13,10 +13,12 @@ For each method:
 3. `loss` on one training batch is finite and its gradients reach the parameters, all finite;
 4. search ranks as `similarity` does: for dot-product methods `query_vectors · index_vectors`
    and the index; for methods that re-score a shortlist (MMT, ToCo: `LoadedModel.rescores`),
-   the re-scored shortlist comes back in `similarity`'s order. A permuted index fails the
-   same check, so the check is known to bite;
-5. a run directory written with `save_config` + `save_checkpoint` loads with `load_model`
-   into a model whose embeddings equal the original's.
+   the re-scored shortlist comes back in `similarity`'s order, and a shortlist as wide as the
+   one `similarity` re-scores itself returns `similarity`'s top videos. A permuted index fails
+   the same check, so the check is known to bite;
+5. a run directory written with `save_config` + `save_checkpoint` (from a state no build
+   reproduces) loads with `load_model` into a model with the same state dict and the same
+   embeddings, query vectors and index vectors.
 """
 from __future__ import annotations
 
@@ -82,6 +84,7 @@ def methods(test: str) -> list[Any]:
 def test_every_registered_method_is_covered():
     """The built-in methods are registered, and every method has a packaged synthetic config to start from."""
     assert {"dual", "frozen", "mmt", "coot", "supportset", "toco", "clip4clip"} <= set(METHODS)
+    assert set(SMALL) <= set(METHODS) and all(set(defects) <= set(METHODS) for defects in KNOWN_DEFECTS.values())
     for name in METHODS:
         assert find_config(f"{name}/synthetic").is_file(), name
 
