@@ -30,9 +30,8 @@ from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import encode_texts, encode_videos
 from videotext.models.base import Method, build_method
-from videotext.runtime import autocast, resolve_precision, retain_freed_memory, set_threads
+from videotext.runtime import autocast, resolve_device, resolve_precision, retain_freed_memory, set_threads
 from videotext.train.checkpoint import load_meta, load_weights
-from videotext.train.trainer import resolve_device
 
 # --- the dtype boundary of the public API ------------------------------------------------
 # What goes in (frames, features, vectors) is cast to float32 here, whatever its float dtype;

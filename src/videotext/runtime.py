@@ -100,6 +100,13 @@ def autocast(dtype: torch.dtype | None, device: torch.device | str = "cpu") -> I
         yield
 
 
+def resolve_device(name: str) -> torch.device:
+    """A device name as configs and commands give it ("auto" = cuda when available, else cpu)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 @contextlib.contextmanager
 def full_precision(device: torch.device | str = "cpu") -> Iterator[None]:
     """Autocast off: similarity matrices and ranks stay fp32 inside a bf16 region (bf16's

@@ -37,7 +37,7 @@ from videotext.eval.evaluate import metric_directions
 from videotext.eval.protocols import evaluate_split
 from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method, build_method
-from videotext.runtime import resolve_precision, retain_freed_memory, to_device
+from videotext.runtime import resolve_device, resolve_precision, retain_freed_memory, to_device
 from videotext import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
@@ -47,12 +47,6 @@ from videotext.train.schedules import build_optimizer, build_scheduler, param_gr
 
 class TrainingDiverged(VideoTextError, RuntimeError):
     """The loss became NaN or infinite; no checkpoint is written from that state."""
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def metric_value(metrics: dict[str, Any], name: str) -> float:
