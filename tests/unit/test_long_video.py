@@ -127,3 +127,33 @@ def test_video_cut_part_way_keeps_its_chunks_and_one_failure_line(long_folder, t
     assert again["chunks_reused"] == len(kept) and again["chunks_extracted"] == 1
     assert again["failed"] == 1 and again["skipped"] == 1
     assert len((out / "failures.jsonl").read_text().splitlines()) == 1
+
+
+def test_sliding_windows_read_only_their_rows_and_match_whole_reads(tmp_path):
+    from videotext.data.loaders import VideoFeatures
+    from videotext.inference import WindowFeatures
+
+    class CountingStore(FeatureStore):
+        rows_read = 0
+
+        def get(self, expert, key, rows=None):
+            features, times = super().get(expert, key, rows=rows)
+            self.rows_read += len(features)
+            return features, times
+
+    store = CountingStore(tmp_path / "store")
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((3600, 8)).astype(np.float32)  # an hour at one step a second
+    with store.writer("appearance", 8, {"rate": 1.0}, dtype="float32") as writer:
+        writer.add("v", values, np.arange(3600.0), step=1.0)
+    windows = {"a": ("v", 0.0, 10.0), "b": ("v", 1795.0, 1805.0), "c": ("v", 3595.0, 3600.0), "d": ("v", 0.5, 0.9)}
+    reader = WindowFeatures(VideoFeatures(store, ["appearance"], max_steps=64), windows)
+    np.testing.assert_array_equal(reader("a")["appearance"], values[0:10])
+    np.testing.assert_array_equal(reader("b")["appearance"], values[1795:1805])
+    np.testing.assert_array_equal(reader("c")["appearance"], values[3595:3600])
+    np.testing.assert_array_equal(reader("d")["appearance"], values[0:1])  # no step starts inside: the one covering it
+    assert store.rows_read == 10 + 10 + 5 + 1  # each clip's own rows, not the hour's 3 600 per clip
+    rows, times = store.get("appearance", "v", rows=slice(1795, 1805))
+    np.testing.assert_array_equal(rows, values[1795:1805])
+    np.testing.assert_array_equal(times, np.arange(1795.0, 1805.0))
+    np.testing.assert_array_equal(store.timestamps("appearance", "v"), np.arange(3600.0))
