@@ -213,7 +213,7 @@ class LoadedModel:
         features_dir = Path(features_dir)
         store = FeatureStore(features_dir) if features_dir.exists() else None
         missing = store is None or any(not all(store.has(e, v.key) for v in dataset) for e in self.experts)
-        from videotext.train.distributed import broadcast_object
+        from videotext.distributed import broadcast_object
 
         if broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
             extract_features(dataset, self.experts, features_dir, progress=progress, precision=self.precision,
@@ -307,7 +307,7 @@ class LoadedModel:
         if features_dir is None:
             base = Path(out) if out is not None else self.run_dir / "index"
             features_dir = base.with_name(base.name + ".features")
-        from videotext.train import distributed as dist
+        from videotext import distributed as dist
 
         ranks = dist.env_world_size() > 1
         if ranks:  # torchrun: join the group first (this rank's GPU is cuda:LOCAL_RANK)
@@ -358,7 +358,7 @@ class LoadedModel:
         0 returns the embedding of every video in dataset order (the others None)."""
         from videotext.io import atomic_path
         from videotext.models.base import concat_embeddings
-        from videotext.train import distributed as dist
+        from videotext import distributed as dist
 
         rank, world = dist.rank(), dist.world()
         videos = list(dataset)

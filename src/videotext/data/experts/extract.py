@@ -562,7 +562,7 @@ def extract_features(
     after a barrier; every rank returns the summed summary once the store is merged. A
     rank that crashed is redone alone on restart: finished parts count as done.
     """
-    from videotext.train import distributed as dist
+    from videotext import distributed as dist
 
     if networks_in_workers and not str(device).startswith("cpu"):
         raise VideoTextError(f"networks_in_workers runs the networks on the CPU workers; device is {device!r}")
@@ -681,7 +681,7 @@ def extract_features(
 
 def _sum_over_ranks(totals: dict[str, Any], stats: dict[str, dict[str, Any]]) -> tuple[dict, dict]:
     """Add up the counts of every rank (torchrun extraction)."""
-    from videotext.train import distributed as dist
+    from videotext import distributed as dist
 
     gathered = dist.all_gather_object((totals, stats))
     add = lambda dicts: {k: sum(d[k] for d in dicts) for k in dicts[0]}  # noqa: E731
