@@ -18,10 +18,10 @@ from videotext.eval.retrieval import (
     dataset_caption_relevance, invert_relevance, multi_caption_relevance, retrieval_metrics,
 )
 from videotext.embedding import Embedding, concat_embeddings, embedding_to
-
-if TYPE_CHECKING:  # type hints only: models.base calls into this module (no import circle)
-    from videotext.models.base import Method
 from videotext.runtime import full_precision, to_device, to_float32
+
+if TYPE_CHECKING:  # type hints only: evaluating a split needs no method module loaded
+    from videotext.models.base import Method
 
 
 @dataclass

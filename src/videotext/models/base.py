@@ -13,7 +13,7 @@ loaders call: `prepare_text(list[str])` turns strings into model inputs, and
 "frames" decoded from pixels). Adding a method never touches the trainer, the metric
 or the index.
 
-Evaluation and reports: a method returns data, evaluation measures and draws. It never
+Evaluation and reports: a method returns data; evaluation measures and draws. It never
 imports `videotext.eval` (nor train, inference or search); it declares by name what
 evaluation code to run on it:
 
