@@ -1,4 +1,6 @@
-"""open_clip models by name: the one place that builds CLIP-family towers (`open-clip-torch`).
+"""open_clip models by name: the one place that builds CLIP-family towers (`open-clip-torch`)
+and their image preprocessing (`image_preprocess`, `FramePreprocess`: open_clip's own eval
+transform over decoded video frames).
 
 A model is named by an open_clip architecture and a weights source:
 
