@@ -124,6 +124,9 @@ def extract(
         False, "--networks-in-workers/--networks-in-main",
         help="CPU: each decoding worker also runs the networks (one thread each) instead of the main process. "
              "Appearance alone at the demo settings ran 1.25-1.55x faster this way on 2 cores (bench/extract.py); the demo uses it."),
+    chunk_seconds: float = typer.Option(
+        300.0, min=0.0, help="A longer video is extracted and staged this many seconds at a time (bounded memory; "
+                             "a killed run resumes at its first unfinished chunk); 0 = whole videos."),
 ) -> None:
     """Extract per-expert [T, D] features with timestamps; resumable, skips and records broken videos."""
     from videotext.data.experts import extract_features
@@ -137,6 +140,7 @@ def extract(
     summary = extract_features(
         source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device, options=options,
         precision=precision, threads=threads, networks_in_workers=networks_in_workers,
+        chunk_seconds=chunk_seconds or None,
     )
     typer.echo(json.dumps(summary, indent=1, default=str))
 

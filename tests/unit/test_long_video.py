@@ -157,3 +157,19 @@ def test_sliding_windows_read_only_their_rows_and_match_whole_reads(tmp_path):
     np.testing.assert_array_equal(rows, values[1795:1805])
     np.testing.assert_array_equal(times, np.arange(1795.0, 1805.0))
     np.testing.assert_array_equal(store.timestamps("appearance", "v"), np.arange(3600.0))
+
+
+def test_extract_command_takes_the_chunk_size(long_folder, tmp_path):
+    from typer.testing import CliRunner
+
+    from videotext.cli import app
+
+    common = ["extract", str(long_folder), "--experts", "audio", "--workers", "0"]
+    chunked = CliRunner().invoke(app, [*common, "-o", str(tmp_path / "a"), "--chunk-seconds", "4"])
+    whole = CliRunner().invoke(app, [*common, "-o", str(tmp_path / "b"), "--chunk-seconds", "0"])
+    assert chunked.exit_code == 0 and whole.exit_code == 0, chunked.output + whole.output
+    summary = lambda result: json.loads(result.output[result.output.index("{\n"):])  # noqa: E731 (after the progress bar)
+    assert summary(chunked)["chunks_extracted"] == 10 and summary(whole)["chunks_extracted"] == 0
+    a, b = FeatureStore(tmp_path / "a").get("audio", "long"), FeatureStore(tmp_path / "b").get("audio", "long")
+    np.testing.assert_allclose(a[0], b[0], atol=8e-3)
+    np.testing.assert_array_equal(a[1], b[1])
