@@ -48,7 +48,9 @@ def frozen_run(tmp_path_factory) -> Path:
 
     text_model = tmp_path_factory.mktemp("distilbert")
     (text_model / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    DistilBertTokenizerFast(vocab_file=str(text_model / "vocab.txt")).save_pretrained(text_model)
+    tokenizer = DistilBertTokenizerFast.from_pretrained(text_model)  # reads vocab.txt (vocab_file= alone gives a 5-token vocabulary)
+    assert tokenizer.unk_token_id not in tokenizer("red circle")["input_ids"]  # the words are known
+    tokenizer.save_pretrained(text_model)
     torch.manual_seed(0)
     DistilBertModel(DistilBertConfig(vocab_size=len(VOCAB), dim=32, n_layers=2, n_heads=2, hidden_dim=64,
                                      max_position_embeddings=32)).save_pretrained(text_model)

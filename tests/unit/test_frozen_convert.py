@@ -21,7 +21,9 @@ def text_folder(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("distilbert")
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    DistilBertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    tokenizer = DistilBertTokenizerFast.from_pretrained(folder)  # reads vocab.txt (vocab_file= alone gives a 5-token vocabulary)
+    assert tokenizer.unk_token_id not in tokenizer("red circle")["input_ids"]  # the words are known
+    tokenizer.save_pretrained(folder)
     torch.manual_seed(0)
     config = DistilBertConfig(vocab_size=len(VOCAB), dim=16, n_layers=1, n_heads=2, hidden_dim=32,
                               max_position_embeddings=32)

@@ -41,7 +41,7 @@ from videotext.inference import LoadedModel, load_model
 from videotext.models import METHODS, Method, build_method  # importing the package registers every method
 from videotext.search.index import Entry, Index
 from videotext.train.checkpoint import save_checkpoint, seed_everything
-from videotext.train.trainer import RunData
+from videotext.data.run_data import RunData
 
 TINY_CLIP = str(Path(__file__).resolve().parents[1] / "fixtures" / "openclip_tiny.json")
 VIDEOS = 6  # videos encoded, scored, indexed and trained on

@@ -29,7 +29,9 @@ def tiny_bert(folder) -> str:
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "red", "circle", "then", "moves", "left", "right", "blue"]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    tokenizer = BertTokenizerFast.from_pretrained(folder)  # reads vocab.txt (vocab_file= alone gives a 5-token vocabulary)
+    assert tokenizer.unk_token_id not in tokenizer("red circle")["input_ids"]  # the words are known
+    tokenizer.save_pretrained(folder)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=40)

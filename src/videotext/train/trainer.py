@@ -16,7 +16,7 @@ rank r trains on its contiguous rows of each global batch `index` (the same glob
 batches as one process with the same seed, at any world size); losses see the global
 batch (`train.global_negatives`). Rank 0 alone logs, validates, checkpoints and tests;
 the checkpoint does not depend on the world size, so a run resumes on any number of
-processes. See `videotext.train.distributed`.
+processes. See `videotext.distributed`.
 """
 from __future__ import annotations
 
