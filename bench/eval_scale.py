@@ -25,7 +25,7 @@ import torch
 
 from videotext.config import PACKAGED, load_config
 from videotext.data.loaders import collate_video_features
-from videotext.eval.evaluate import encode_texts
+from videotext.encode import encode_texts
 from videotext.eval.retrieval import retrieval_metrics
 from videotext.io import write_json
 from videotext.models import build_method

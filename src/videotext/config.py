@@ -143,7 +143,7 @@ class TrainConfig:
     checkpoint_every: int = 0  # steps between mid-epoch checkpoints; 0 = only at epoch ends
     early_stop_patience: int = 0  # stop after this many validations without improvement; 0 = never (COOT §4: 15)
     group_batches: bool = False  # batch videos sharing meta["group"] together (hard negatives, e.g. the synthetic order twins)
-    # torchrun / DDP (videotext.train.distributed); ignored in a single process
+    # torchrun / DDP (videotext.distributed); ignored in a single process
     global_negatives: bool = True  # losses see every rank's embeddings (open_clip gather_with_grad); false = local only
     find_unused_parameters: bool = True  # DDP option: needed when some trainable weights get no gradient in a step
     dist_timeout_minutes: float = 60.0  # collective timeout (rank 0 validates while the others wait)

@@ -28,7 +28,7 @@ from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
-from videotext.eval.evaluate import encode_texts, encode_videos
+from videotext.encode import encode_texts, encode_videos
 from videotext.models.base import Method, build_method
 from videotext.runtime import autocast, resolve_device, resolve_precision, retain_freed_memory, set_threads
 from videotext.train.checkpoint import load_meta, load_weights

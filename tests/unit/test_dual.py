@@ -82,7 +82,7 @@ def test_unknown_method_and_bad_pooling_are_config_errors():
 
 
 def test_encode_texts_batches_by_length_and_keeps_the_given_order(dual):
-    from videotext.eval.evaluate import encode_texts
+    from videotext.encode import encode_texts
 
     texts = ["a long caption about a red circle that moves to the left", "blue", "a green square spins"]
     together = encode_texts(dual, texts, batch_size=2)  # sorted: [blue, green square] then [long]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from videotext.errors import VideoTextError
-from videotext.eval.evaluate import encode_texts
+from videotext.encode import encode_texts
 from videotext.search import Entry, Hit, Index, merge_hits, sliding_windows
 
 

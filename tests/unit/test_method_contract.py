@@ -36,7 +36,8 @@ from videotext.config import RunConfig, find_config, load_config, save_config
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import VideoTextDataset
 from videotext.embedding import Embedding, concat_embeddings
-from videotext.eval.evaluate import Encoded, encode_split, encode_texts, encode_videos, score
+from videotext.encode import encode_texts, encode_videos
+from videotext.eval.evaluate import Encoded, encode_split, score
 from videotext.inference import LoadedModel, load_model
 from videotext.models import METHODS, Method, build_method  # importing the package registers every method
 from videotext.search.index import Entry, Index

@@ -322,7 +322,7 @@ def test_report_section_removes_each_expert_as_missing(tmp_path, text_model):
     assert sum(weights) == pytest.approx(1.0, abs=2e-3)  # softmax over experts (eq. 7)
     # removal = the expert's tokens leave the encoder too (other experts' ψ change), not just its weight
     model.eval()
-    from videotext.eval.evaluate import encode_videos
+    from videotext.encode import encode_videos
     full = encode_videos(model, dataset, reader)
     drop = encode_videos(model, dataset, MMTFeatures(store, list(DIMS), 4, missing=["audio"]))
     m = model.experts.index("audio")

@@ -95,7 +95,8 @@ def assert_cosine_at_least(a: torch.Tensor, b: torch.Tensor, bound: float) -> No
 def test_bf16_text_and_video_embeddings_are_within_cosine_0999_of_fp32(tiny_synth):
     """The shipped MiniLM text tower and the dual video tower on real features."""
     from videotext.config import load_config
-    from videotext.eval.evaluate import encode_texts, encode_videos, score, encode_split
+    from videotext.encode import encode_texts, encode_videos
+    from videotext.eval.evaluate import encode_split, score
     from videotext.models import build_method
     from videotext.data.run_data import RunData
     from tests.conftest import tiny_config_overrides

@@ -17,8 +17,9 @@ from videotext.data.schema import CaptionRef, VideoTextDataset
 from videotext.eval.retrieval import (
     dataset_caption_relevance, invert_relevance, multi_caption_relevance, retrieval_metrics,
 )
-from videotext.embedding import Embedding, concat_embeddings, embedding_to
-from videotext.runtime import full_precision, to_device, to_float32
+from videotext.embedding import Embedding
+from videotext.encode import encode_texts, encode_videos
+from videotext.runtime import full_precision
 
 if TYPE_CHECKING:  # type hints only: evaluating a split needs no method module loaded
     from videotext.models.base import Method
@@ -32,36 +33,6 @@ class Encoded:
     video: Embedding  # one row per video, in `video_ids` order
     refs: list[CaptionRef]
     video_ids: list[str]
-
-
-@torch.inference_mode()
-def encode_texts(method: Method, texts: Sequence[str], batch_size: int = 256, device: Any = "cpu") -> Embedding:
-    """Batched text embeddings on `device`, gathered on the CPU (fp32 also under bf16 autocast).
-
-    Texts are batched in order of length (less padding per batch), rows come back in
-    the order given."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    parts = []
-    for start in range(0, len(texts), batch_size):
-        batch = method.prepare_text([texts[i] for i in order[start : start + batch_size]])
-        batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
-        parts.append(to_float32(embedding_to(method.encode_text(batch), "cpu")))
-    if not parts:
-        return concat_embeddings(parts)
-    inverse = torch.empty(len(order), dtype=torch.long)
-    inverse[torch.tensor(order)] = torch.arange(len(order))
-    embedding = concat_embeddings(parts)
-    return {k: v[inverse] for k, v in embedding.items()} if isinstance(embedding, dict) else embedding[inverse]
-
-
-@torch.inference_mode()
-def encode_videos(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,
-                  batch_size: int = 256, device: Any = "cpu") -> Embedding:
-    parts = []
-    for batch in method.video_batches(dataset, read_features, batch_size):
-        batch = to_device(batch, device)
-        parts.append(to_float32(embedding_to(method.encode_video(batch), "cpu")))
-    return concat_embeddings(parts)
 
 
 def encode_split(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,

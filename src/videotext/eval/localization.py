@@ -33,7 +33,7 @@ import torch
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
-from videotext.eval.evaluate import encode_texts, encode_videos
+from videotext.encode import encode_texts, encode_videos
 from videotext.models.base import Embedding, Method
 
 DECODINGS = ("ordered", "argmax")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from videotext.data.mmt_features import MMTFeatures
-from videotext.eval.evaluate import Encoded, encode_split, encode_videos, evaluate_encoded
+from videotext.encode import encode_videos
+from videotext.eval.evaluate import Encoded, encode_split, evaluate_encoded
 from videotext.eval.report.plots import new_figure, save_figure
 
 
