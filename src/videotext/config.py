@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from videotext.errors import VideoTextError
+from videotext.io import atomic_open
 
 
 class ConfigError(VideoTextError, ValueError):
@@ -423,7 +424,5 @@ def deep_merge(base: dict, update: dict) -> dict:
 
 
 def save_config(config: RunConfig, path: str | Path) -> None:
-    from videotext.io import atomic_open
-
     with atomic_open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(config.to_dict(), handle, sort_keys=False)

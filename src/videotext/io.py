@@ -8,8 +8,11 @@ import os
 import tempfile
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import IO, Any, Iterator
+
+from videotext.errors import DataFormatError
 
 
 @contextlib.contextmanager
@@ -52,10 +55,6 @@ def read_json_lines(path: str | os.PathLike) -> list[Any]:
     """Every JSON line of an append-only log (metrics.jsonl, failures.jsonl); [] when the file is
     missing. A torn last line (the writer was killed mid-line) is skipped with a warning; a bad
     line before the last is damage, not a torn write, and raises a DataFormatError naming it."""
-    import warnings
-
-    from videotext.errors import DataFormatError
-
     path = Path(path)
     if not path.exists():
         return []
