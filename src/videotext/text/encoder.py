@@ -18,13 +18,12 @@ import torch
 from torch import nn
 
 from videotext.errors import VideoTextError
+from videotext.weights import verified_folder
 
 
 def default_text_model_path() -> str:
     """Folder of the shipped all-MiniLM-L6-v2 (6 layers, width 384, uncased BERT tokenizer), its files
     checked against the pinned release (`videotext.weights`; the `offline` extra)."""
-    from videotext.weights import verified_folder
-
     return str(verified_folder("minilm"))
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from videotext.errors import VideoTextError
+from videotext.weights import INSTALL_HINT, WeightsError, package_folder, verified_folder
 
 INTEREST_POS = ("NOUN", "VERB", "ADJ")  # §3.3: nouns, verbs and adjectives
 COMPLEMENTARY_POS = ("DET", "ADP", "AUX")  # §5.3 / Fig. 5 "ToCo-bt": determiners, adpositions, auxiliaries
@@ -37,8 +38,6 @@ def load_tagger(name: str = "") -> Any:
         import spacy
     except ImportError as exc:  # pragma: no cover - spacy is a dependency of toco
         raise VideoTextError("ToCo's tokens of interest need spaCy (pip install 'spacy==3.8.*')") from exc
-    from videotext.weights import INSTALL_HINT, WeightsError, package_folder, verified_folder
-
     names = (name,) if name else TAGGERS
     for candidate in names:
         if candidate == SHIPPED_TAGGER:
