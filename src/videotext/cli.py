@@ -156,7 +156,7 @@ def import_features_command(
     step: float = typer.Option(1.0, help="Seconds between feature steps when the files store no times."),
 ) -> None:
     """Import existing per-video feature files (COOT video/text h5 + sentence splits, npz, MMT) into a store."""
-    from videotext.data.features import import_features
+    from videotext.data.feature_import import import_features
 
     summary = import_features(src, out, expert, array=array, strip_prefix=strip_prefix, step=step)
     typer.echo(json.dumps(summary, indent=1, default=str))

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from videotext.data.features import FeatureStore, import_features
+from videotext.data.feature_import import import_features
+from videotext.data.features import FeatureStore
 from videotext.data.hierarchy import (
     ParagraphTokenFeatures, StoredParagraphFeatures, paragraph_sentences, precompute_paragraph_features,
 )

@@ -15,7 +15,8 @@ import h5py
 import numpy as np
 import pytest
 
-from videotext.data.features import FeatureStore, decode_key, encode_key, import_features, store_equal
+from videotext.data.feature_import import import_features
+from videotext.data.features import FeatureStore, decode_key, encode_key, store_equal
 from videotext.errors import DataFormatError
 
 
