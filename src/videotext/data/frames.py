@@ -37,7 +37,8 @@ import torch
 from videotext.data.loaders import SeededBatches
 from videotext.data.mixtures import MixtureBatches
 from videotext.data.schema import Video, VideoTextDataset
-from videotext.data.video import center_crop, normalize, pick_frames, read_frames, resize_short, to_tensor
+from videotext.data.transforms import center_crop, normalize, resize_short, to_tensor
+from videotext.data.video import pick_frames, probe, read_frames
 from videotext.errors import VideoTextError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # the official Frozen transforms' normalisation
@@ -100,8 +101,6 @@ class FrameSource:
         if video.kind == "image":
             return 0.0
         if video.duration is None:
-            from videotext.data.video import probe
-
             if video.id not in self._durations:
                 self._durations[video.id] = probe(self._path(video)).duration
             return self._durations[video.id]

@@ -30,6 +30,7 @@ import torch
 from videotext.data.loaders import SeededBatches
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
+from videotext.text.encoder import HFTextEncoder
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 
@@ -203,8 +204,6 @@ class ParagraphTokenFeatures:
     into sentences: the last `layers` hidden states concatenated (COOT §4: last 2)."""
 
     def __init__(self, model_path: str = "", layers: int = 2, max_tokens: int = 512, batch_size: int = 32):
-        from videotext.text.encoder import HFTextEncoder
-
         self.encoder = HFTextEncoder(model_path, freeze=True, max_tokens=max_tokens).eval()
         self.path, self.tokenizer, self.model = self.encoder.path, self.encoder.tokenizer, self.encoder.model
         self.layers, self.max_tokens, self.batch_size = layers, max_tokens, batch_size

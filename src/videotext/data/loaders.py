@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from videotext.data.schema import VideoTextDataset
+from videotext.errors import VideoTextError
 
 
 def subsample_steps(num_steps: int, max_steps: int) -> np.ndarray:
@@ -172,8 +173,6 @@ def with_text(dataset: VideoTextDataset, mode: str = "captions") -> VideoTextDat
     if mode == "captions":
         return dataset
     if mode != "paragraph":
-        from videotext.errors import VideoTextError
-
         raise VideoTextError(f"data.text: expected one of {list(TEXT_MODES)}, got {mode!r}")
     videos = (dataclasses.replace(v, captions=[v.paragraph]) if v.segments else v for v in dataset.videos.values())
     return VideoTextDataset(dataset.name, videos, dataset.splits, dataset.root, dataset.meta)

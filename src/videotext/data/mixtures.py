@@ -22,6 +22,10 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from videotext.data.features import FeatureStore
+from videotext.data.loaders import VideoFeatures, epoch_length
+from videotext.data.narration import NarrationWindows, SpanStore, text_dataset
+from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 
 MODES = ("alternate", "weighted")
@@ -43,8 +47,6 @@ class MixtureBatches:
         self.lengths = [len(s) for s in self.sources]
 
     def lengths_at(self, epoch: int) -> list[int]:
-        from videotext.data.loaders import epoch_length
-
         return [epoch_length(s, epoch) for s in self.sources]
 
     def epoch_length(self, epoch: int) -> int:
@@ -94,11 +96,6 @@ class MixtureBatches:
 
 def source_data(source: Any, experts: Sequence[str], max_steps: int, narration: Any) -> tuple[Any, Any]:
     """(dataset split, feature reader) of one `data.mixture` entry; experts must match the run's."""
-    from videotext.data.features import FeatureStore
-    from videotext.data.loaders import VideoFeatures
-    from videotext.data.narration import SpanStore, text_dataset
-    from videotext.data.schema import VideoTextDataset
-
     if not source.manifest:
         raise VideoTextError("data.mixture[].manifest: every mixture entry needs a manifest")
     dataset = text_dataset(VideoTextDataset.load(source.manifest), source.text, narration)
@@ -129,8 +126,6 @@ def training_batches(method: Any, data: Any, config: Any, train_set: Any) -> Any
     def batches_of(dataset: Any, reader: Any, size: int, source_seed: int, text: str) -> Any:
         out = method.train_batches(dataset, reader, size, source_seed)
         if text == "narration" and cfg.narration.window_words > 0:
-            from videotext.data.narration import NarrationWindows
-
             out = NarrationWindows(out, cfg.narration, source_seed)
         return out
 

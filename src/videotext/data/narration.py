@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from videotext.config import NarrationConfig as NarrationOptions
+from videotext.data.loaders import TEXT_MODES, with_text
 from videotext.data.schema import Segment, Video, VideoTextDataset
 from videotext.errors import VideoTextError
 
@@ -107,8 +108,6 @@ def text_dataset(dataset: VideoTextDataset, mode: str, options: NarrationOptions
     """`data.text` applied to a loaded dataset: captions | paragraph (`loaders.with_text`) | narration."""
     if mode == "narration":
         return narration_dataset(dataset, options)
-    from videotext.data.loaders import TEXT_MODES, with_text
-
     if mode not in TEXT_MODES:
         raise VideoTextError(f"data.text: expected one of {list(TEXT_MODES) + ['narration']}, got {mode!r}")
     return with_text(dataset, mode)

@@ -9,6 +9,7 @@ from typing import Sequence
 from tqdm.auto import tqdm
 
 from videotext.data.schema import VideoTextDataset
+from videotext.data.synthetic.narration import narrate, narration_meta
 from videotext.data.synthetic.render import frame_count, is_rendered, render_video
 from videotext.data.synthetic.specs import VideoSpec, assign_splits, generate_specs
 from videotext.data.synthetic.vocab import (
@@ -123,8 +124,6 @@ def synthesize(
     real_duration = frame_count(duration, fps) / fps
     videos = [s.to_video(f"{VIDEO_DIR}/{s.id}.mp4", real_duration) for s in specs]
     if narration:
-        from videotext.data.synthetic.narration import narrate
-
         for spec, video in zip(specs, videos):
             video.speech = narrate(spec, real_duration, seed)
     meta = {
@@ -143,8 +142,6 @@ def synthesize(
         "actions": list(ACTIONS),
     }
     if narration:
-        from videotext.data.synthetic.narration import narration_meta
-
         meta["narration"] = narration_meta()
     dataset = VideoTextDataset(DATASET_NAME, videos, splits, root=out, meta=meta)
     dataset.save(out / MANIFEST)
