@@ -20,6 +20,9 @@ FILTERS = [
     'path == "talks/z 1.mp4"',
     'duration > 59.5 and duration <= 3600',
     'video_id in ["v1", "v2", "v39"] or tags contains "qa" and start > 45',
+    'not (start < 20)',  # whole videos (no start) pass neither this nor its negation
+    'not (start < 20 or split == "test")',
+    'start < 20 or split == "test"',
 ]
 
 
@@ -27,9 +30,9 @@ def entries(count: int = 300) -> list[dict]:
     rng = random.Random(0)
     rows = []
     for i in range(count):
-        start = float(rng.choice([0, 10, 20, 30, 45.5, 60]))
+        start = rng.choice([0.0, 10.0, 20.0, 30.0, 45.5, 60.0, None])  # None: a whole video
         rows.append({
-            "id": f"e{i}", "video_id": f"v{i % 40}", "start": start, "end": start + 10,
+            "id": f"e{i}", "video_id": f"v{i % 40}", "start": start, "end": None if start is None else start + 10,
             "path": rng.choice(["lectures/2024_a/x.mp4", "lectures/2024ba/y.mp4", "talks/z 1.mp4", 'odd"quote%.mp4']),
             "duration": float(rng.choice([5, 60, 3600])), "hash": f"h{i % 7}", "dataset": rng.choice(["msrvtt", "vatex", ""]),
             "split": rng.choice(["train", "val", "test"]), "tags": rng.sample(["keynote", "qa", "demo"], rng.randint(0, 2)),
@@ -47,7 +50,10 @@ def test_the_grammar_builds_the_tree_with_and_before_or():
 def test_python_evaluation_counts_by_hand():
     rows = entries()
     assert sum(matches(parse_filter('start >= 30 and end <= 70'), r) for r in rows) == sum(
-        30 <= r["start"] and r["end"] <= 70 for r in rows)
+        r["start"] is not None and 30 <= r["start"] and r["end"] <= 70 for r in rows)
+    whole = {"start": None, "split": "test"}  # unknown start: as in SQL, `not` keeps it unknown
+    assert [matches(parse_filter(f), whole) for f in ('start < 20', 'not (start < 20)', 'start < 20 or split == "test"',
+                                                      'not (start < 20 and split == "val")')] == [False, False, True, True]
     prefix = parse_filter('path startswith "lectures/2024_a/"')
     assert [matches(prefix, {"path": p}) for p in ("lectures/2024_a/x", "lectures/2024ba/x", "x")] == [True, False, False]
     assert not matches(parse_filter('start > "10"'), {"start": 20.0})  # a number against a string never matches
@@ -82,7 +88,7 @@ def test_milvus_lite_selects_exactly_what_the_python_evaluation_selects(tmp_path
     for name in ("path", "video_id", "hash", "dataset", "split"):
         schema.add_field(name, DataType.VARCHAR, max_length=1024)
     for name in ("start", "end", "duration"):
-        schema.add_field(name, DataType.DOUBLE)
+        schema.add_field(name, DataType.DOUBLE, nullable=True)
     schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=16, max_length=64)
     index = client.prepare_index_params()
     index.add_index("vector", index_type="FLAT", metric_type="IP")

@@ -180,34 +180,44 @@ class _Parser:
 
 
 def matches(node: Node, meta: Mapping[str, Any]) -> bool:
-    """Whether an entry with metadata `meta` passes the filter (a missing field never matches)."""
+    """Whether an entry with metadata `meta` passes the filter.
+
+    A comparison on a field the entry lacks (None: a whole video has no `start`) is unknown,
+    and unknown propagates as in SQL and Milvus: `not` keeps it unknown, `and` / `or` decide
+    only when the other side does. Only a known true passes."""
+    return _truth(node, meta) is True
+
+
+def _truth(node: Node, meta: Mapping[str, Any]) -> bool | None:
+    """True, False, or None for unknown (three-valued logic)."""
     if isinstance(node, Both):
-        results = (matches(part, meta) for part in node.parts)
-        return all(results) if node.op == "and" else any(results)
+        values = [_truth(part, meta) for part in node.parts]
+        decisive, other = (False, True) if node.op == "and" else (True, False)
+        if decisive in values:
+            return decisive
+        return other if all(v is other for v in values) else None
     if isinstance(node, Not):
-        return not matches(node.inner, meta)
+        inner = _truth(node.inner, meta)
+        return None if inner is None else not inner
     value = meta.get(node.field)
     if value is None:
-        return False
-    try:
-        if node.op == "in":
-            return value in node.value
-        if node.op == "startswith":
-            return isinstance(value, str) and value.startswith(node.value)
-        if node.op == "contains":
-            return node.value in (value or ())
-        if node.op == "==":
-            return value == node.value
-        if node.op == "!=":
-            return value != node.value
-        return _order(value, node.op, node.value)
-    except TypeError:  # a number compared with a string: no match
-        return False
+        return None
+    if node.op == "in":
+        return value in node.value
+    if node.op == "startswith":
+        return isinstance(value, str) and value.startswith(node.value)
+    if node.op == "contains":
+        return node.value in value
+    if isinstance(value, str) != isinstance(node.value, str):
+        return False  # a number compared with a string
+    if node.op == "==":
+        return value == node.value
+    if node.op == "!=":
+        return value != node.value
+    return _order(value, node.op, node.value)
 
 
 def _order(value: Any, op: str, other: Any) -> bool:
-    if isinstance(value, str) != isinstance(other, str):
-        return False
     return {"<": value < other, "<=": value <= other, ">": value > other, ">=": value >= other}[op]
 
 
