@@ -134,7 +134,8 @@ def per_frame_cost(path: Path, frames: int = 40, repeats: int = 3) -> dict:
     """ms per frame: decode + transform to normalised pixels, old path against open_clip's."""
     from videotext import openclip
     from videotext.data.experts.appearance import center_crop_frames
-    from videotext.data.video import normalize, probe, read_frames, to_tensor
+    from videotext.data.transforms import normalize, to_tensor
+    from videotext.data.video import probe, read_frames
 
     pre = openclip.image_preprocess("ViT-B-32")
     transform = openclip.FramePreprocess(pre)

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from videotext.data import video as V
+from videotext.data.video_write import write_video
 from videotext.data.experts.appearance import AppearanceExpert, build_efficientnet_lite0
 from videotext.data.experts.extract import extract_features
 from videotext.data.features import FeatureStore
@@ -55,7 +56,7 @@ def generated_clips(folder: Path, count: int) -> Path:
             x = (8 + 2 * t + i) % 96
             frames[t, 48:80, x : x + 32] = texture
         audio = (0.3 * np.sin(2 * np.pi * (200 + 10 * i) * np.arange(6 * 16000) / 16000)).astype(np.float32)
-        V.write_video(folder / f"gen{i:03d}.mp4", frames, 8, audio=audio)
+        write_video(folder / f"gen{i:03d}.mp4", frames, 8, audio=audio)
     return folder
 
 
@@ -199,7 +200,7 @@ def main() -> None:
             write_json(args.out, results)
             print(f"wrote {args.out}")
             return
-        long = V.write_video(Path(tmp) / "long" / "long.mp4",
+        long = write_video(Path(tmp) / "long" / "long.mp4",
                              np.random.default_rng(0).integers(0, 256, (1500, 128, 128, 3), dtype=np.uint8), 25,
                              gop=50)
         results["decode"]["generated_60s_gop2s"] = bench_decode([long])

@@ -20,7 +20,7 @@ from videotext.data import video as V
 from videotext.data.experts.appearance import (
     FP32_UNDER_BF16, build_efficientnet_lite0, center_crop_frames, fold_batch_norms, keep_in_fp32,
 )
-from videotext.data.video import find_videos
+from videotext.data.media_files import find_videos
 
 
 def pooled(network: torch.nn.Module, x: torch.Tensor, bf16: bool = False) -> torch.Tensor:

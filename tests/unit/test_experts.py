@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from videotext.data import video as V
+from videotext.data.video_write import write_video
 from videotext.data.experts import expert_names, get_expert, register_expert
 from videotext.data.experts.appearance import (
     AppearanceExpert, build_efficientnet_lite0, center_crop_frames, efficientnet_lite0_weights_path,
@@ -66,7 +67,7 @@ def folder(tmp_path_factory) -> Path:
     for i in range(6):
         name = f"sub/clip{i}.mp4" if i % 3 == 0 else f"clip{i}.mp4"
         audio = tone(2.0, 300 + 100 * i) if i < 4 else None
-        V.write_video(root / name, moving_square(seed=i, speed_px=1 + i % 3), 8, audio=audio)
+        write_video(root / name, moving_square(seed=i, speed_px=1 + i % 3), 8, audio=audio)
     (root / "corrupt.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 40)
     return root
 
@@ -165,7 +166,7 @@ def _resize_short(images: list[np.ndarray], size: int = 224) -> list[np.ndarray]
 
 
 def test_motion_of_a_square_moving_right(tmp_path):
-    path = V.write_video(tmp_path / "right.mp4", moving_square(seconds=3, size=128, speed_px=2), 8)
+    path = write_video(tmp_path / "right.mp4", moving_square(seconds=3, size=128, speed_px=2), 8)
     features, stamps = MotionExpert(rate=1.0).extract(path)
     assert features.shape == (3, 80)
     np.testing.assert_allclose(stamps, [0, 1, 2])
@@ -217,10 +218,10 @@ def test_pure_tone_lands_in_its_mel_band():
 
 
 def test_audio_from_a_file_and_missing_audio(tmp_path):
-    loud = V.write_video(tmp_path / "tone.mp4", moving_square(seconds=2), 8, audio=tone(2.0, 1000.0))
+    loud = write_video(tmp_path / "tone.mp4", moving_square(seconds=2), 8, audio=tone(2.0, 1000.0))
     features, stamps = get_expert("audio").extract(loud)
     assert features.shape == (2, 128) and features[:, :64].argmax(1).tolist() == [mel_filterbank()[32].argmax()] * 2
-    silent = V.write_video(tmp_path / "silent.mp4", moving_square(seconds=2.5), 8)
+    silent = write_video(tmp_path / "silent.mp4", moving_square(seconds=2.5), 8)
     output = get_expert("audio").extract_output(silent)
     assert output.missing and output.features.shape == (3, 128) and not output.features.any()
     np.testing.assert_allclose(output.timestamps, [0, 1, 2])
@@ -375,7 +376,7 @@ def test_workers_and_windows_give_the_same_store(folder, tmp_path):
         assert extract_features(folder, ["motion", "audio"], tmp_path / "ranks", shard=(rank, 2),
                                 progress=False)["videos"] in (3, 4)
     assert store_equal(FeatureStore(tmp_path / "serial"), FeatureStore(tmp_path / "ranks"))
-    long = V.write_video(tmp_path / "long" / "long.mp4", moving_square(seconds=10), 8)
+    long = write_video(tmp_path / "long" / "long.mp4", moving_square(seconds=10), 8)
     whole = extract_one(long, [MotionExpert()], window=None)["motion"]
     windows = extract_one(long, [MotionExpert()], window=3.0)["motion"]
     np.testing.assert_array_equal(whole.features, windows.features)

@@ -12,7 +12,8 @@ from videotext.data.frames import (
     eval_video_batches, train_times, train_transform,
 )
 from videotext.data.schema import Video, VideoTextDataset
-from videotext.data.video import normalize, to_tensor, write_video
+from videotext.data.transforms import normalize, to_tensor
+from videotext.data.video_write import write_video
 
 FPS, SECONDS = 8, 2
 

@@ -19,7 +19,7 @@ import pytest
 from videotext.data.experts import extract_features
 from videotext.data.experts.extract import chunk_file
 from videotext.data.features import FeatureStore
-from videotext.data.video import write_video
+from videotext.data.video_write import write_video
 
 EXPERTS = ["appearance", "motion", "audio"]
 OPTIONS = {"appearance": {"input_size": 64}, "motion": {"flow_size": 64, "frames_per_step": 2}}

@@ -1,4 +1,4 @@
-"""Decoding, sampling and transforms of `videotext.data.video`."""
+"""Decoding and sampling (`videotext.data.video`), writing, finding video files and frame transforms."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,6 +10,9 @@ import pytest
 import torch
 
 from videotext.data import video as V
+from videotext.data.media_files import find_videos
+from videotext.data.transforms import center_crop, hflip, normalize, random_crop, resize_short, to_tensor
+from videotext.data.video_write import write_video
 from videotext.errors import VideoDecodeError
 
 ASSETS = Path(os.environ.get("VIDEOTEXT_ASSETS", Path.home() / ".cache/videotext/debian")) / "opencv" / "videos"
@@ -44,7 +47,7 @@ def clip(tmp_path_factory) -> Path:
     """6 s, 8 fps, 128x96 H.264 with a 440 Hz tone and a keyframe every 12 frames."""
     path = tmp_path_factory.mktemp("clips") / "square.mp4"
     tone = 0.5 * np.sin(2 * np.pi * 440 * np.arange(6 * 16000) / 16000)
-    return V.write_video(path, square_frames(), 8, audio=tone.astype(np.float32), gop=12)
+    return write_video(path, square_frames(), 8, audio=tone.astype(np.float32), gop=12)
 
 
 # --- sampling (pure) -------------------------------------------------------------------
@@ -133,7 +136,7 @@ def test_read_frames_equals_full_decode(clip):
 
 
 def test_read_frames_seeks_instead_of_decoding_everything(tmp_path, monkeypatch):
-    path = V.write_video(tmp_path / "long.mp4", square_frames(count=240, height=48, width=64), 8, gop=8)
+    path = write_video(tmp_path / "long.mp4", square_frames(count=240, height=48, width=64), 8, gop=8)
     decoded = []
     original = V._packets_decoded
 
@@ -197,7 +200,7 @@ def test_read_audio_tone_and_silence(clip, tmp_path):
     assert audio.dtype == np.float32 and abs(len(audio) - 96000) <= 2048
     spectrum = np.abs(np.fft.rfft(audio[8000:40000]))
     assert abs(np.argmax(spectrum) * 16000 / 32000 - 440) <= 1
-    silent = V.write_video(tmp_path / "silent.mp4", square_frames(count=8), 8)
+    silent = write_video(tmp_path / "silent.mp4", square_frames(count=8), 8)
     assert V.read_audio(silent).shape == (0,)
     assert V.read_audio(clip, sample_rate=8000).shape[0] == pytest.approx(48000, abs=1024)
 
@@ -235,13 +238,13 @@ def test_truncated_files(tmp_path, clip):
     with pytest.raises(VideoDecodeError, match="cut.mp4: cannot open as a video .*truncated"):
         V.read_frames(cut, [0.0])
     noise = np.random.default_rng(0).integers(0, 256, (48, 64, 64, 3), dtype=np.uint8)  # big frames: many packets
-    fast = V.write_video(tmp_path / "fast.mp4", noise, 8, container_options={"movflags": "faststart"})
+    fast = write_video(tmp_path / "fast.mp4", noise, 8, container_options={"movflags": "faststart"})
     data = fast.read_bytes()  # index first: opens, then runs out of frames
     cut_fast = tmp_path / "cut_fast.mp4"
     cut_fast.write_bytes(data[: len(data) // 2])
     with pytest.raises(VideoDecodeError, match="cut_fast.mp4: truncated or corrupt: decoding stopped at"):
         V.read_frames(cut_fast, V.uniform_times(6.0, 8))
-    avi = V.write_video(tmp_path / "clip.avi", noise, 8, codec="mpeg4")
+    avi = write_video(tmp_path / "clip.avi", noise, 8, codec="mpeg4")
     data = avi.read_bytes()  # the AVI header keeps declaring 48 frames
     cut_avi = tmp_path / "cut.avi"
     cut_avi.write_bytes(data[: len(data) // 2])
@@ -262,7 +265,7 @@ def test_find_videos(tmp_path, clip):
     (tmp_path / "a" / "b").mkdir(parents=True)
     for name in ("x.mp4", "a/y.MKV", "a/b/z.avi", "notes.txt", "a/.hidden.mp4"):
         (tmp_path / name).write_bytes(b"x")
-    assert sorted(V.find_videos(tmp_path)) == ["a/b/z", "a/y", "x"]
+    assert sorted(find_videos(tmp_path)) == ["a/b/z", "a/y", "x"]
 
 
 # --- transforms -------------------------------------------------------------------------
@@ -270,24 +273,24 @@ def test_find_videos(tmp_path, clip):
 
 def test_transforms():
     frames = np.arange(2 * 100 * 200 * 3, dtype=np.int64).reshape(2, 100, 200, 3).astype(np.uint8)
-    video = V.to_tensor(frames)
+    video = to_tensor(frames)
     assert video.shape == (2, 3, 100, 200) and video.dtype == torch.uint8
     assert int(video[1, 2, 5, 7]) == int(frames[1, 5, 7, 2])
-    small = V.resize_short(video, 50)
+    small = resize_short(video, 50)
     assert small.shape == (2, 3, 50, 100) and small.dtype == torch.uint8
     flat = torch.full((1, 3, 40, 80), 77, dtype=torch.uint8)
-    assert torch.equal(V.resize_short(flat, 20), torch.full((1, 3, 20, 40), 77, dtype=torch.uint8))
-    crop = V.center_crop(video, 50)
+    assert torch.equal(resize_short(flat, 20), torch.full((1, 3, 20, 40), 77, dtype=torch.uint8))
+    crop = center_crop(video, 50)
     assert torch.equal(crop, video[..., 25:75, 75:125])
-    assert torch.equal(V.center_crop(video, (10, 20)), video[..., 45:55, 90:110])
+    assert torch.equal(center_crop(video, (10, 20)), video[..., 45:55, 90:110])
     generator = torch.Generator().manual_seed(0)
-    rand = V.random_crop(video, 30, generator=generator)
+    rand = random_crop(video, 30, generator=generator)
     assert rand.shape == (2, 3, 30, 30)
-    again = V.random_crop(video, 30, generator=torch.Generator().manual_seed(0))
+    again = random_crop(video, 30, generator=torch.Generator().manual_seed(0))
     assert torch.equal(rand, again)
-    assert torch.equal(V.hflip(video)[..., 0], video[..., -1])
+    assert torch.equal(hflip(video)[..., 0], video[..., -1])
     x = torch.tensor([0, 255], dtype=torch.uint8).view(1, 1, 1, 2).expand(1, 3, 1, 2)
-    out = V.normalize(x, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+    out = normalize(x, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
     assert out.dtype == torch.float32 and torch.allclose(out[0, :, 0], torch.tensor([[-1.0, 1.0]] * 3))
     with pytest.raises(ValueError):
-        V.center_crop(video, 101)
+        center_crop(video, 101)

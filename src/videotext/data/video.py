@@ -1,4 +1,4 @@
-"""Video decoding (PyAV), frame sampling and frame tensor transforms.
+"""Video decoding (PyAV), frame sampling and audio reading.
 
 Three layers, each usable alone:
 
@@ -19,6 +19,10 @@ wrong ones), so for AVI the decode-order timestamp (dts) is used, as ffmpeg does
 
 Every failure (missing, empty, truncated, undecodable file) raises `VideoDecodeError`
 naming the file.
+
+Writing videos is `videotext.data.video_write`, finding video files in a folder
+`videotext.data.media_files`, and tensor transforms of decoded frames
+`videotext.data.transforms`.
 """
 from __future__ import annotations
 
@@ -40,7 +44,6 @@ try:  # PyAV is a hard dependency; imported lazily in spirit but needed for ever
 except ImportError as exc:  # pragma: no cover - dependency missing
     raise ImportError("videotext.data.video needs PyAV: pip install av") from exc
 
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".ogv", ".flv", ".wmv")
 _TIME_EPS = 1e-6  # seconds; absorbs float rounding when comparing a frame time to a target
 
 Size = int | tuple[int, int] | None  # shorter side, or (height, width), or native
@@ -592,142 +595,3 @@ def _read_audio_range(path: str | os.PathLike, sample_rate: int, start: float, e
     if not chunks:
         return np.zeros(0, dtype=np.float32)
     return np.concatenate(chunks).astype(np.float32, copy=False)
-
-
-def write_video(
-    path: str | os.PathLike,
-    frames: np.ndarray,
-    fps: float,
-    *,
-    audio: np.ndarray | None = None,
-    sample_rate: int = 16000,
-    codec: str = "libx264",
-    gop: int | None = None,
-    options: dict[str, str] | None = None,
-    container_options: dict[str, str] | None = None,
-) -> Path:
-    """Encode uint8 RGB frames [T, H, W, 3] (and optional mono float audio [N]) to a file.
-
-    H.264 yuv420p by default (even sizes required), AAC audio; written atomically.
-    `gop` sets the keyframe interval in frames; `options` go to the encoder and
-    `container_options` to the muxer (e.g. {"movflags": "faststart"}). Used for test
-    clips and demos.
-    """
-    from videotext.io import atomic_path
-
-    frames = np.asarray(frames, dtype=np.uint8)
-    if frames.ndim != 4 or frames.shape[-1] != 3:
-        raise ValueError(f"frames must be [T, H, W, 3], got {frames.shape}")
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        with av.open(str(tmp), mode="w", format=_muxer_for(path), options=dict(container_options or {})) as out:
-            rate = Fraction(fps).limit_denominator(1001)
-            stream = out.add_stream(codec, rate=rate)
-            stream.width, stream.height = int(frames.shape[2]), int(frames.shape[1])
-            stream.pix_fmt = "yuv420p"
-            if gop is not None:
-                stream.codec_context.gop_size = int(gop)
-            stream.options = dict(options or {})
-            sound = None
-            if audio is not None:
-                sound = out.add_stream("aac", rate=sample_rate)
-                sound.layout = "mono"
-            for image in frames:
-                out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
-            out.mux(stream.encode(None))
-            if sound is not None:
-                samples = np.asarray(audio, dtype=np.float32).reshape(1, -1)
-                block = 1024
-                for start in range(0, samples.shape[1], block):
-                    chunk = av.AudioFrame.from_ndarray(
-                        np.ascontiguousarray(samples[:, start : start + block]), format="flt", layout="mono"
-                    )
-                    chunk.sample_rate = sample_rate
-                    chunk.pts = start
-                    out.mux(sound.encode(chunk))
-                out.mux(sound.encode(None))
-    return path
-
-
-def _muxer_for(path: Path) -> str | None:
-    return {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm", ".avi": "avi"}.get(
-        path.suffix.lower()
-    )
-
-
-def find_videos(folder: str | os.PathLike, extensions: Sequence[str] = VIDEO_EXTENSIONS) -> dict[str, Path]:
-    """Video files under `folder` (recursively), keyed by relative path without extension."""
-    root = Path(folder)
-    found: dict[str, Path] = {}
-    wanted = {e.lower() for e in extensions}
-    for path in sorted(root.rglob("*")):
-        if path.suffix.lower() in wanted and path.is_file() and not path.name.startswith("."):
-            key = path.relative_to(root).with_suffix("").as_posix()
-            found.setdefault(key, path)
-    return found
-
-
-# ------------------------------------------------------------------------------------
-# tensor transforms on [T, C, H, W]
-# ------------------------------------------------------------------------------------
-
-
-def to_tensor(frames: np.ndarray):
-    """uint8 frames [T, H, W, 3] → uint8 torch tensor [T, 3, H, W] (shares memory)."""
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)
-
-
-def resize_short(video, size: int, antialias: bool = True):
-    """Resize so the shorter side is `size` (bilinear), keeping aspect and dtype."""
-    import torch
-    import torch.nn.functional as F
-
-    height, width = video.shape[-2:]
-    out_hw = output_size(width, height, size)
-    if (height, width) == out_hw:
-        return video
-    x = video.float() if not video.is_floating_point() else video
-    x = F.interpolate(x, size=out_hw, mode="bilinear", align_corners=False, antialias=antialias)
-    if video.dtype == torch.uint8:
-        return x.round_().clamp_(0, 255).to(torch.uint8)
-    return x.to(video.dtype)
-
-
-def center_crop(video, size: int | tuple[int, int]):
-    """The central `size` (int or (H, W)) crop of [T, C, H, W]."""
-    crop_h, crop_w = (size, size) if isinstance(size, int) else size
-    height, width = video.shape[-2:]
-    if crop_h > height or crop_w > width:
-        raise ValueError(f"crop {crop_h}x{crop_w} larger than frames {height}x{width}")
-    top, left = (height - crop_h) // 2, (width - crop_w) // 2
-    return video[..., top : top + crop_h, left : left + crop_w]
-
-
-def random_crop(video, size: int | tuple[int, int], generator=None):
-    """A random `size` crop, the same for every frame (a clip keeps its geometry)."""
-    import torch
-
-    crop_h, crop_w = (size, size) if isinstance(size, int) else size
-    height, width = video.shape[-2:]
-    if crop_h > height or crop_w > width:
-        raise ValueError(f"crop {crop_h}x{crop_w} larger than frames {height}x{width}")
-    top = int(torch.randint(0, height - crop_h + 1, (1,), generator=generator))
-    left = int(torch.randint(0, width - crop_w + 1, (1,), generator=generator))
-    return video[..., top : top + crop_h, left : left + crop_w]
-
-
-def hflip(video):
-    """Mirror frames left-right."""
-    return video.flip(-1)
-
-
-def normalize(video, mean: Sequence[float], std: Sequence[float]):
-    """uint8 [T, C, H, W] (0..255) or float (0..1) → float32 (x/255 − mean) / std per channel."""
-    import torch
-
-    x = video.float() / 255.0 if video.dtype == torch.uint8 else video.float()
-    mean_t = torch.as_tensor(mean, dtype=x.dtype, device=x.device).view(-1, 1, 1)
-    std_t = torch.as_tensor(std, dtype=x.dtype, device=x.device).view(-1, 1, 1)
-    return (x - mean_t) / std_t

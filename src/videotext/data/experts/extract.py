@@ -52,7 +52,8 @@ from videotext.data.experts import get_expert
 from videotext.data.experts.base import AudioExpert, Expert, ExpertOutput, FrameExpert, SpeechExpert
 from videotext.data.features import FeatureStore, FeatureWriter, encode_key
 from videotext.data.schema import Segment, VideoTextDataset
-from videotext.data.video import VideoInfo, find_videos, probe, read_audio, read_frames
+from videotext.data.media_files import find_videos
+from videotext.data.video import VideoInfo, probe, read_audio, read_frames
 from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 from videotext.io import FailureLog, atomic_path
 from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
