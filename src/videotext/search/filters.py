@@ -244,3 +244,9 @@ def _literal(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def entry_fields(entry: Any) -> dict[str, Any]:
+    """The fields a filter sees of an index entry: its metadata (duration, hash, dataset, split,
+    tags, anything a manifest added) under its own path, video id and clip times."""
+    return {**entry.meta, "path": entry.path, "video_id": entry.video_id, "start": entry.start, "end": entry.end}

@@ -63,6 +63,7 @@ import numpy as np
 
 from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import atomic_path, write_json
+from videotext.search.filters import entry_fields, matches, parse_filter
 
 FORMAT = "videotext-index"
 VERSION = 2  # 2: entries in entries.parquet (1: entries.jsonl, still read)
@@ -351,25 +352,35 @@ class Index:
         return self.remove([e.id for e in self._entries.values() if e.video_id == video_id])
 
     # ---- querying ---------------------------------------------------------------------
-    def search(self, queries: Any, k: int = 10) -> list[list[Hit]]:
-        """Top-k entries by cosine for each query [Q, D]; fewer if the index holds fewer."""
+    def search(self, queries: Any, k: int = 10, where: str | None = None) -> list[list[Hit]]:
+        """Top-k entries by cosine for each query [Q, D]; fewer if the index holds fewer.
+
+        `where` (`videotext.search.filters`) keeps the entries whose metadata pass it. FAISS
+        searches only those (an ID selector over the passing labels), so k results come back
+        whenever k entries pass, with no over-fetch to guess."""
         q = _as_matrix(queries, "queries")
         if q.shape[1] != self.dim:
             raise VideoTextError(f"query dim {q.shape[1]} does not match the index dim {self.dim}")
         if k < 1:
             raise VideoTextError(f"k must be at least 1, got {k}")
-        if self._faiss is None or not len(q):
+        allowed = self._passing(where) if where else None
+        if self._faiss is None or not len(q) or (allowed is not None and not len(allowed)):
             return [[] for _ in range(len(q))]
-        k = min(k, len(self))
+        k = min(k, len(self) if allowed is None else len(allowed))
         params = None
+        selector = None if allowed is None else faiss.IDSelectorBatch(allowed)
         if self._kind == "hnsw":
             params = faiss.SearchParametersHNSW()
             params.efSearch = max(self.ef_search, k)
-            if self._dead:
+            if self._dead and selector is None:
                 params.sel = self._tombstone_filter()
         elif self._kind in ("ivf", "ivfpq"):
             params = faiss.SearchParametersIVF()
             params.nprobe = self._ivf_nprobe()
+        else:
+            params = faiss.SearchParameters() if selector is not None else None
+        if selector is not None:
+            params.sel = selector  # passing labels are live: no tombstone among them
         scores, labels = self._faiss.search(q, k, params=params)
         return [
             [
@@ -379,6 +390,12 @@ class Index:
             ]
             for row_s, row_l in zip(scores, labels)
         ]
+
+    def _passing(self, where: str) -> np.ndarray:
+        """Labels [M] of the entries whose metadata pass filter `where` (parsed once per call)."""
+        tree = parse_filter(where)
+        return np.fromiter((label for label, entry in self._entries.items() if matches(tree, entry_fields(entry))),
+                           np.int64)
 
     def _tombstone_filter(self) -> faiss.IDSelector:
         """An HNSW selector excluding removed labels, cached until the tombstones change."""
@@ -456,7 +473,18 @@ class Index:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Index":
         """Read a folder written by `save` (or by version 1, whose entries were JSON lines); a
-        missing or inconsistent folder raises VideoTextError."""
+        missing or inconsistent folder raises VideoTextError. A folder whose index.json names
+        the Milvus store opens that collection instead (`videotext.search.milvus.MilvusIndex`)."""
+        info_path = Path(path) / "index.json"
+        if info_path.is_file():
+            try:
+                settings = json.loads(info_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                settings = {}
+            if isinstance(settings, dict) and settings.get("store") == "milvus":
+                from videotext.search.milvus import MilvusIndex  # milvus.py builds on this module's Entry
+
+                return MilvusIndex.from_settings(settings)
         with _gc_paused():  # 10^6 new Entry objects would set off ~100 full collections: 2.3x slower
             return cls._load(Path(path))
 

@@ -1,0 +1,311 @@
+"""The index in Milvus: Milvus Lite (the engine in a local file) or a Milvus server by URI.
+
+`MilvusIndex` answers the same calls as the in-process FAISS `Index` (`add`, `remove`,
+`search` with `k` and a filter, `get`, `entries`, `embeddings_for`, `parts_for`, `len`), so
+`index build`, `search`, `serve` and the Python API work on either. Where one machine is not
+enough, Milvus shards and replicates the collection itself; this module builds none of that.
+
+    milvus:PATH.db                      Milvus Lite, embedded (tests, laptops); one writer
+    http://HOST:19530 (or https://)     a Milvus standalone or distributed server
+
+One collection per index (`--collection`, default "videotext"). Its schema: the entry id
+(primary key), the L2-normalised float32 vector (inner product = cosine), the entry's
+metadata as scalar fields that filters can use (path, video_id, start, end, duration, hash,
+dataset, split, tags; nullable where an entry has none) and the rest of `Entry.meta` as JSON.
+Methods that re-score a shortlist keep their per-entry parts as a compressed npz string.
+Exact search uses a FLAT index; `kind="hnsw"` / `"ivf"` select Milvus's HNSW / IVF_FLAT.
+
+The folder given to `index build -o` keeps only index.json, which names the store, the URI
+and the collection; `Index.load(folder)` hands back a `MilvusIndex` from it.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from videotext.errors import VideoTextError
+from videotext.io import write_json
+from videotext.search.filters import parse_filter, to_milvus
+from videotext.search.index import FORMAT, Entry, Hit, _as_matrix
+
+STORE = "milvus"
+SCHEME = "milvus:"
+DEFAULT_COLLECTION = "videotext"
+FILTER_FIELDS = ("path", "video_id", "start", "end", "duration", "hash", "dataset", "split", "tags")
+STRING_FIELDS = ("path", "video_id", "hash", "dataset", "split")
+NUMBER_FIELDS = ("start", "end", "duration")
+MAX_STRING = 4096  # characters of a path or an id
+MAX_PARTS = 65_535  # Milvus's longest VARCHAR: re-scoring parts of one entry, npz, base64
+MILVUS_KINDS = {"auto": "FLAT", "flat": "FLAT", "hnsw": "HNSW", "ivf": "IVF_FLAT"}
+PROPERTY_FORMAT, PROPERTY_MODEL = "videotext.format", "videotext.model"  # collection properties
+BATCH = 2_000  # rows per insert / query call (a gRPC message stays far below its size limit)
+
+
+def is_milvus_uri(location: str | os.PathLike) -> bool:
+    """True for `milvus:PATH.db` and `http(s)://HOST:PORT`: a location `MilvusIndex` opens."""
+    text = str(location)
+    return text.startswith(SCHEME) or text.startswith("http://") or text.startswith("https://")
+
+
+def client_uri(location: str) -> str:
+    """What pymilvus's MilvusClient takes: the .db file path for Milvus Lite, else the URI."""
+    if location.startswith(SCHEME):
+        path = location[len(SCHEME):]
+        if not path.endswith(".db"):
+            raise VideoTextError(f"--store {location}: a Milvus Lite file must end in .db (milvus:PATH.db)")
+        Path(path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        return str(Path(path).expanduser().resolve())
+    return location
+
+
+def connect(location: str, token: str | None = None) -> Any:
+    """A MilvusClient for `location`; one clear error when the package or the server is missing."""
+    try:
+        from pymilvus import MilvusClient
+    except ImportError:
+        raise VideoTextError("the Milvus store needs pymilvus (and milvus-lite for milvus:PATH.db): "
+                             "pip install 'videotext[milvus]'") from None
+    token = token if token is not None else os.environ.get("MILVUS_TOKEN", "")
+    try:
+        return MilvusClient(client_uri(location), **({"token": token} if token else {}), timeout=10)
+    except VideoTextError:
+        raise
+    except Exception as exc:  # pymilvus raises its own and gRPC errors: one line naming the URI
+        raise VideoTextError(f"cannot reach Milvus at {location}: {exc}") from None
+
+
+class MilvusIndex:
+    """Embeddings + entries in one Milvus collection, searchable by cosine. See the module docstring."""
+
+    store = STORE
+
+    def __init__(self, location: str, dim: int, model: str = "", collection: str = DEFAULT_COLLECTION,
+                 kind: str = "auto", *, token: str | None = None, create: bool = True):
+        if not isinstance(dim, int) or dim <= 0:
+            raise VideoTextError(f"index dim must be a positive integer, got {dim!r}")
+        if kind not in MILVUS_KINDS:
+            raise VideoTextError(f"index kind {kind!r} is not offered by the Milvus store; "
+                                 f"expected one of {', '.join(MILVUS_KINDS)}")
+        self.location, self.dim, self.model, self.collection = str(location), dim, model, collection
+        self.requested_kind = kind
+        self.meta: dict[str, Any] = {}
+        self.part_names: tuple[str, ...] = ()
+        self._client = connect(self.location, token)
+        if self._client.has_collection(collection):
+            self._check_collection()
+        elif create:
+            self._create_collection()
+        else:
+            raise VideoTextError(f"Milvus at {self.location} has no collection {collection!r}")
+
+    # ---- the collection ---------------------------------------------------------------
+    def _create_collection(self) -> None:
+        from pymilvus import DataType
+
+        schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_STRING)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
+        for name in STRING_FIELDS:
+            schema.add_field(name, DataType.VARCHAR, max_length=MAX_STRING, nullable=True)
+        for name in NUMBER_FIELDS:
+            schema.add_field(name, DataType.DOUBLE, nullable=True)
+        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=256,
+                         max_length=256, nullable=True)
+        schema.add_field("meta", DataType.JSON, nullable=True)
+        schema.add_field("parts", DataType.VARCHAR, max_length=MAX_PARTS, nullable=True)
+        index = self._client.prepare_index_params()
+        params = {"HNSW": {"M": 32, "efConstruction": 100}, "IVF_FLAT": {"nlist": 1024}}.get(self.kind, {})
+        index.add_index("vector", index_type=self.kind, metric_type="IP", params=params)
+        self._client.create_collection(self.collection, schema=schema, index_params=index,
+                                       properties={PROPERTY_FORMAT: FORMAT, PROPERTY_MODEL: self.model})
+
+    def _check_collection(self) -> None:
+        """An existing collection must hold vectors of this dimension from the same model."""
+        described = self._client.describe_collection(self.collection)
+        vector = next((f for f in described["fields"] if f["name"] == "vector"), None)
+        dim = int((vector or {}).get("params", {}).get("dim", -1))
+        if dim != self.dim:
+            raise VideoTextError(f"Milvus collection {self.collection!r} at {self.location} holds {dim}-d vectors; "
+                                 f"this model's are {self.dim}-d (use another --collection)")
+        stored = (described.get("properties") or {}).get(PROPERTY_MODEL, "")
+        if stored and self.model and stored != self.model:
+            raise VideoTextError(f"Milvus collection {self.collection!r} at {self.location} was built with model "
+                                 f"{stored!r}, not {self.model!r} (use another --collection)")
+
+    @property
+    def kind(self) -> str:
+        return MILVUS_KINDS[self.requested_kind]
+
+    # ---- inspection -------------------------------------------------------------------
+    def __len__(self) -> int:
+        rows = self._client.query(self.collection, filter="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    count = __len__
+
+    def __contains__(self, entry_id: object) -> bool:
+        return isinstance(entry_id, str) and bool(self._client.get(self.collection, ids=[entry_id], output_fields=["id"]))
+
+    def __repr__(self) -> str:
+        return f"MilvusIndex({self.location!r}, collection={self.collection!r}, dim={self.dim}, model={self.model!r})"
+
+    @property
+    def ids(self) -> list[str]:
+        return [e.id for e in self.entries()]
+
+    def get(self, entry_id: str) -> Entry:
+        rows = self._client.get(self.collection, ids=[entry_id], output_fields=[*FILTER_FIELDS, "meta"])
+        if not rows:
+            raise VideoTextError(f"id {entry_id!r} is not in Milvus collection {self.collection!r}")
+        return _entry(rows[0])
+
+    def entries(self) -> list[Entry]:
+        out = []
+        for rows in self._iterate([*FILTER_FIELDS, "meta"]):
+            out += [_entry(row) for row in rows]
+        return out
+
+    def _iterate(self, fields: list[str]) -> Iterable[list[dict]]:
+        iterator = self._client.query_iterator(self.collection, batch_size=BATCH, filter="", output_fields=["id", *fields])
+        try:
+            while rows := iterator.next():
+                yield rows
+        finally:
+            iterator.close()
+
+    # ---- writing ----------------------------------------------------------------------
+    def add(self, embeddings: Any, entries: Sequence[Entry | str], parts: dict[str, Any] | None = None) -> None:
+        """Upsert embeddings [N, D] with their entries (an existing id is replaced)."""
+        vectors = _as_matrix(embeddings, "embeddings")
+        entries = [Entry(e) if isinstance(e, str) else e for e in entries]
+        if vectors.shape[1] != self.dim:
+            raise VideoTextError(f"embedding dim {vectors.shape[1]} does not match the index dim {self.dim}")
+        if len(vectors) != len(entries):
+            raise VideoTextError(f"{len(vectors)} embeddings but {len(entries)} entries")
+        if len({e.id for e in entries}) != len(entries):
+            raise VideoTextError("an id appears twice in one add()")
+        part_arrays = {name: np.asarray(value.detach().float().cpu() if hasattr(value, "detach") else value)
+                       for name, value in (parts or {}).items()}
+        if part_arrays:
+            self.part_names = tuple(sorted(part_arrays))
+        rows = [_row(entry, vector, {n: a[i] for n, a in part_arrays.items()})
+                for i, (entry, vector) in enumerate(zip(entries, vectors))]
+        for start in range(0, len(rows), BATCH):
+            self._client.upsert(self.collection, rows[start : start + BATCH])
+
+    def remove(self, ids: Iterable[str]) -> int:
+        ids = [i for i in dict.fromkeys(ids) if i in self]
+        if ids:
+            self._client.delete(self.collection, ids=ids)
+        return len(ids)
+
+    def remove_video(self, video_id: str) -> int:
+        return self.remove([e.id for e in self.entries() if e.video_id == video_id])
+
+    # ---- querying ---------------------------------------------------------------------
+    def search(self, queries: Any, k: int = 10, where: str | None = None) -> list[list[Hit]]:
+        """Top-k entries by cosine for each query [Q, D], among those passing filter `where`."""
+        q = _as_matrix(queries, "queries")
+        if q.shape[1] != self.dim:
+            raise VideoTextError(f"query dim {q.shape[1]} does not match the index dim {self.dim}")
+        if k < 1:
+            raise VideoTextError(f"k must be at least 1, got {k}")
+        if not len(q):
+            return []
+        expression = to_milvus(parse_filter(where)) if where else ""
+        params = {"metric_type": "IP", "params": {"HNSW": {"ef": max(128, k)}, "IVF_FLAT": {"nprobe": 32}}.get(self.kind, {})}
+        results = self._client.search(self.collection, data=q.tolist(), limit=k, filter=expression,
+                                      output_fields=[*FILTER_FIELDS, "meta"], search_params=params)
+        return [[Hit(**_entry({"id": hit["id"], **hit["entity"]}).to_dict(), score=float(hit["distance"]), rank=rank)
+                 for rank, hit in enumerate(row, 1)] for row in results]
+
+    def search_one(self, query: Any, k: int = 10, where: str | None = None) -> list[Hit]:
+        return self.search(_as_matrix(query, "query")[:1], k, where)[0]
+
+    def embeddings_for(self, ids: Sequence[str]) -> np.ndarray:
+        rows = {r["id"]: r["vector"] for r in self._client.get(self.collection, ids=list(ids), output_fields=["vector"])}
+        missing = [i for i in ids if i not in rows]
+        if missing:
+            raise VideoTextError(f"id {missing[0]!r} is not in Milvus collection {self.collection!r}")
+        return np.asarray([rows[i] for i in ids], dtype=np.float32).reshape(len(ids), self.dim)
+
+    def parts_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = {r["id"]: r.get("parts") for r in self._client.get(self.collection, ids=list(ids), output_fields=["parts"])}
+        decoded = [_decode_parts(rows.get(i)) for i in ids]
+        names = (self.part_names or tuple(sorted(decoded[0]))) if decoded else ()
+        return {name: np.stack([d[name] for d in decoded]) for name in names}
+
+    # ---- persistence ------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the index folder: index.json naming the store, the URI and the collection
+        (the data lives in Milvus; a Milvus Lite file keeps its own path)."""
+        target = Path(path)
+        if target.exists() and not target.is_dir():
+            raise VideoTextError(f"{target}: exists and is not an index folder; refusing to overwrite it")
+        self._client.flush(self.collection)
+        target.mkdir(parents=True, exist_ok=True)
+        write_json(target / "index.json", {  # atomic: the folder names the old store or the new one
+            "format": FORMAT, "store": STORE, "location": self.location, "collection": self.collection,
+            "dim": self.dim, "model": self.model, "kind": self.requested_kind,
+            "part_names": list(self.part_names), "meta": self.meta})
+        return target
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], token: str | None = None) -> "MilvusIndex":
+        index = cls(settings["location"], int(settings["dim"]), settings.get("model", ""),
+                    settings.get("collection", DEFAULT_COLLECTION), settings.get("kind", "auto"), token=token,
+                    create=False)
+        index.meta = dict(settings.get("meta") or {})
+        index.part_names = tuple(settings.get("part_names") or ())
+        return index
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _row(entry: Entry, vector: np.ndarray, parts: dict[str, np.ndarray]) -> dict[str, Any]:
+    meta = dict(entry.meta)
+    row: dict[str, Any] = {"id": entry.id, "vector": vector.tolist(), "path": entry.path, "video_id": entry.video_id,
+                           "start": entry.start, "end": entry.end}
+    for name in ("duration", "hash", "dataset", "split", "tags"):
+        row[name] = meta.pop(name, None)
+    for name in NUMBER_FIELDS:
+        if row[name] is not None:
+            row[name] = float(row[name])
+            if not math.isfinite(row[name]):
+                row[name] = None
+    row["tags"] = [str(t) for t in row["tags"]] if row["tags"] is not None else None
+    row["meta"] = meta or None
+    row["parts"] = _encode_parts(parts) if parts else None
+    if row["parts"] is not None and len(row["parts"]) > MAX_PARTS:
+        raise VideoTextError(f"entry {entry.id!r}: its re-scoring parts take {len(row['parts'])} characters, more "
+                             f"than a Milvus field holds ({MAX_PARTS}); index this method with the FAISS store")
+    return row
+
+
+def _entry(row: dict[str, Any]) -> Entry:
+    meta = dict(row.get("meta") or {})
+    for name in ("duration", "hash", "dataset", "split", "tags"):
+        if row.get(name) is not None:
+            meta[name] = list(row[name]) if name == "tags" else row[name]
+    return Entry(id=row["id"], path=row.get("path"), start=row.get("start"), end=row.get("end"),
+                 video_id=row.get("video_id") or "", meta=meta)
+
+
+def _encode_parts(parts: dict[str, np.ndarray]) -> str:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{name: np.asarray(value) for name, value in parts.items()})
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _decode_parts(text: str | None) -> dict[str, np.ndarray]:
+    if not text:
+        return {}
+    with np.load(io.BytesIO(base64.b64decode(text))) as data:
+        return {name: data[name] for name in data.files}
