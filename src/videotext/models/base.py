@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from videotext.config import ConfigError, from_dict, to_plain
+from videotext.data.loaders import CaptionVideoBatches, video_batches
 from videotext.distributed import LossGather
 
 from videotext.embedding import Embedding, concat_embeddings, embedding_to  # noqa: F401  (re-exported)
@@ -158,14 +159,10 @@ class Method(nn.Module):
         other inputs (frames, clip/sentence hierarchies) override this and the next hook.
         Batches must be pure functions of (seed, epoch, index) so resume stays exact.
         """
-        from videotext.data.loaders import CaptionVideoBatches
-
         return CaptionVideoBatches(dataset, read_features, self.prepare_text, batch_size, seed)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
         """Every video of `dataset` once, in order, as `encode_video` inputs (with "video_ids")."""
-        from videotext.data.loaders import video_batches
-
         return video_batches(dataset, read_features, batch_size)
 
     def cast_for_inference(self, dtype: torch.dtype) -> None:

@@ -31,10 +31,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from videotext import openclip
 from videotext.config import ConfigError
+from videotext.data.frames import FrameBatches, FrameSpec, cached_source, eval_video_batches
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
 from videotext.models.layers.pooling import masked_pool
+from videotext.text.openclip import OpenCLIPTextEncoder
 
 SIM_HEADERS = ("meanP", "seqLSTM", "seqTransf")
 MASKED = -1e6  # additive attention mask of padded frames (the official value)
@@ -65,9 +68,6 @@ class CLIP4Clip(Method):
 
     def __init__(self, config: CLIP4ClipConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)
-        from videotext.text.openclip import OpenCLIPTextEncoder
-        from videotext import openclip
-
         if config.sim_header not in SIM_HEADERS:
             raise ConfigError(f"model.sim_header: expected one of {SIM_HEADERS}, got {config.sim_header!r}")
         if config.input not in ("features", "frames"):
@@ -173,9 +173,6 @@ class CLIP4Clip(Method):
         crop and mean / std, so test pixels are open_clip's eval transform of each frame; in training
         a square crop of the whole shorter side at a random position, no flip. One test clip of
         `num_frames` frames at the segment centres."""
-        from videotext import openclip
-        from videotext.data.frames import FrameSpec
-
         pre = self.preprocess
         return FrameSpec(pre["size"], pre["mean"], pre["std"], crop_scale=(1.0, 1.0), flip=0.0, test_stride=0.0,
                          max_test_clips=1, cache=self.config.frame_cache, cache_fps=1.0,
@@ -184,16 +181,12 @@ class CLIP4Clip(Method):
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
         if self.config.input == "features":
             return super().train_batches(dataset, read_features, batch_size, seed)
-        from videotext.data.frames import FrameBatches, cached_source
-
         return FrameBatches(dataset, cached_source(self, dataset, self.frame_spec()), self.prepare_text, batch_size,
                             seed, lambda epoch: self.config.num_frames)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Any:
         if self.config.input == "features":
             return super().video_batches(dataset, read_features, batch_size)
-        from videotext.data.frames import cached_source, eval_video_batches
-
         return eval_video_batches(dataset, cached_source(self, dataset, self.frame_spec()), self.config.num_frames,
                                   min(batch_size, 32))
 

@@ -24,9 +24,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from videotext.config import ConfigError
+from videotext.data.hierarchy import (
+    HierarchyBatches,
+    HierarchyVideoReader,
+    ParagraphTokenFeatures,
+    StoredParagraphFeatures,
+    hierarchy_video_batches,
+    split_sentences,
+)
 from videotext.losses.coot import alignment_loss, cluster_loss, cycle_consistency_loss
 from videotext.models.base import Method, register
 from videotext.models.layers.pooling import POOLING, masked_pool
+from videotext.text.encoder import default_text_model_path
 
 MASK_VALUE = -32752.0  # official INF: a finite fill keeps all-padding rows finite (uniform)
 
@@ -279,8 +288,6 @@ class Coot(Method):
     def _text_dim(config: CootConfig) -> int:
         from transformers import AutoConfig
 
-        from videotext.text.encoder import default_text_model_path
-
         hf = AutoConfig.from_pretrained(config.text_model or default_text_model_path())
         return config.text_layers * int(hf.hidden_size)
 
@@ -292,16 +299,12 @@ class Coot(Method):
     @property
     def text_features(self) -> Any:
         if self.__dict__["_text_features"] is None:
-            from videotext.data.hierarchy import ParagraphTokenFeatures
-
             self.__dict__["_text_features"] = ParagraphTokenFeatures(
                 self.config.text_model, self.config.text_layers, self.config.max_text_tokens)
         return self.__dict__["_text_features"]
 
     def prepare_text(self, texts: list[str]) -> dict[str, Any]:
         """Free-text paragraphs → sentence hierarchies (split after . ! ? ;)."""
-        from videotext.data.hierarchy import split_sentences
-
         return self.prepare_paragraphs([split_sentences(t) for t in texts])
 
     def prepare_paragraphs(self, paragraphs: list[list[str]]) -> dict[str, Any]:
@@ -361,8 +364,6 @@ class Coot(Method):
     # --- data hooks ----------------------------------------------------------------------
     def video_reader(self, read_features: Any) -> Any:
         """One `HierarchyVideoReader` per feature reader (it caches frame timelines)."""
-        from videotext.data.hierarchy import HierarchyVideoReader
-
         readers = self.__dict__.setdefault("_video_readers", {})
         if id(read_features) not in readers:
             readers[id(read_features)] = (read_features, HierarchyVideoReader(
@@ -375,8 +376,6 @@ class Coot(Method):
         `model.text_features` (precomputed / imported, §4 "Text encoding"), else the model."""
         if not self.config.text_features or read_features is None:
             return self.text_features
-        from videotext.data.hierarchy import StoredParagraphFeatures
-
         sources = self.__dict__.setdefault("_text_sources", {})
         if id(read_features) not in sources:
             stored = StoredParagraphFeatures(read_features.store, self.config.text_features, fallback=None)
@@ -388,12 +387,8 @@ class Coot(Method):
         return sources[id(read_features)][1]
 
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
-        from videotext.data.hierarchy import HierarchyBatches
-
         return HierarchyBatches(dataset, self.video_reader(read_features), self.text_source(read_features),
                                 batch_size, seed)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
-        from videotext.data.hierarchy import hierarchy_video_batches
-
         return hierarchy_video_batches(dataset, self.video_reader(read_features), batch_size)

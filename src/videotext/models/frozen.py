@@ -28,7 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from videotext import openclip
 from videotext.config import ConfigError
+from videotext.data.frames import AlternatingBatches, FrameBatches, FrameSpec, cached_source, eval_video_batches
+from videotext.data.schema import VideoTextDataset
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
 from videotext.models.layers.space_time import CLS_MODES, EXPANSIONS, RESIDUALS, SpaceTimeTransformer
@@ -163,8 +166,6 @@ def vit_weights(source: str) -> dict[str, torch.Tensor]:
             raise ConfigError(f"model.vit_checkpoint {source!r}: timm cannot load it ({type(exc).__name__}: {exc})") from None
         return model.state_dict()
     if source.startswith("openclip:"):
-        from videotext import openclip
-
         arch, pretrained = openclip.parse_spec(source)
         return openclip.vit_timm_state(openclip.load_clip(arch, pretrained).visual)
     return load_state_file(source)
@@ -284,13 +285,9 @@ class FrozenInTime(Method):
         the paper's augmentation (§4.3: a random square of `crop_scale` of the shorter side,
         resized, flipped with probability `flip`), cut from those resized frames.
         """
-        from videotext.data.frames import FrameSpec
-
         cfg = self.config
         mean, std, preprocess = tuple(cfg.pixel_mean), tuple(cfg.pixel_std), None
         if cfg.vit_checkpoint.startswith("openclip:"):
-            from videotext import openclip
-
             pre = {**openclip.image_preprocess(*openclip.parse_spec(cfg.vit_checkpoint)), "size": self.img_size}
             mean, std, preprocess = pre["mean"], pre["std"], openclip.FramePreprocess(pre)
         return FrameSpec(self.img_size, mean, std, tuple(cfg.crop_scale), cfg.flip, cfg.test_stride,
@@ -298,14 +295,9 @@ class FrozenInTime(Method):
 
     def _source(self, dataset: Any):
         """One FrameSource per dataset object, kept so decoded frames are cached across epochs."""
-        from videotext.data.frames import cached_source
-
         return cached_source(self, dataset, self.frame_spec())
 
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
-        from videotext.data.frames import AlternatingBatches, FrameBatches
-        from videotext.data.schema import VideoTextDataset
-
         cfg = self.config
         videos = FrameBatches(dataset, self._source(dataset), self.prepare_text, batch_size, seed,
                               self.frames_for_epoch, paragraphs=cfg.paragraph_captions,
@@ -321,6 +313,4 @@ class FrozenInTime(Method):
         return AlternatingBatches(videos, image_batches)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
-        from videotext.data.frames import eval_video_batches
-
         return eval_video_batches(dataset, self._source(dataset), self.eval_frames(), min(batch_size, 32))

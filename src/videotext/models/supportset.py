@@ -36,7 +36,7 @@ from videotext.models.layers.caption_decoder import CaptionDecoder, HFCaptionDec
 from videotext.models.layers.pooling_head import (
     BiGRUPreEncoder, MLPPreEncoder, TemporalCNN, TransformerPoolingHead,
 )
-from videotext.text import HFTextEncoder
+from videotext.text import HFTextEncoder, default_text_model_path
 from videotext.distributed import gather_with_grad
 
 
@@ -101,8 +101,6 @@ class SupportSet(Method):
         self.decoder = None
         memory_dim = fused_dim if config.caption_memory == "features" else d
         if config.captioning != "none" and config.decoder == "pretrained":
-            from videotext.text.encoder import default_text_model_path
-
             path = config.decoder_model or default_text_model_path()
             try:
                 self.decoder = HFCaptionDecoder(path, memory_dim, config.max_caption_tokens, config.decoder_dropout)
