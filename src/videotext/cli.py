@@ -130,18 +130,13 @@ def extract(
 ) -> None:
     """Extract per-expert [T, D] features with timestamps; resumable, skips and records broken videos."""
     from videotext.data.experts import extract_features
+    from videotext.data.experts.settings import ExtractionSettings
 
-    options: dict = {}
-    for key, value in parse_options(option).items():
-        expert, dot, name = key.partition(".")
-        if not dot or not name:
-            raise VideoTextError(f"--option {key}: expected EXPERT.KEY=VALUE (e.g. clip.pretrained=openai)")
-        options.setdefault(expert, {})[name] = value
-    summary = extract_features(
-        source, split_list(experts), out, workers=workers, batch_size=batch_size, device=device, options=options,
-        precision=precision, threads=threads, networks_in_workers=networks_in_workers,
-        chunk_seconds=chunk_seconds or None,
+    settings = ExtractionSettings.from_cli(
+        options=parse_options(option), chunk_seconds=chunk_seconds, workers=workers, batch_size=batch_size,
+        device=device, precision=precision, threads=threads, networks_in_workers=networks_in_workers,
     )
+    summary = extract_features(source, split_list(experts), out, settings)
     typer.echo(json.dumps(summary, indent=1, default=str))
 
 
@@ -472,16 +467,20 @@ def search(
 @user_errors
 def serve(
     index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
-    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; 0.0.0.0 exposes it)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; any other needs --token)."),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes queries (default: the index's)."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
+    token: Optional[str] = typer.Option(None, envvar="VIDEOTEXT_TOKEN", show_default=False,
+                                        help="Access token every request must send as 'Authorization: Bearer TOKEN'; "
+                                             "required off loopback (env VIDEOTEXT_TOKEN)."),
 ) -> None:
     """Serve the search API and web page for an index (http://HOST:PORT/)."""
-    from videotext.search.service import create_app, serve as run_server
+    from videotext.search.service import create_app, require_token_for, serve as run_server
 
-    app = create_app(index, run_dir, precision=precision, threads=threads)
+    require_token_for(host, token)  # before loading anything
+    app = create_app(index, run_dir, precision=precision, threads=threads, token=token)
     typer.echo(f"serving {len(app.state.index)} entries of {index} on http://{host}:{port}/  (schema: /openapi.json)")
     run_server(app, host=host, port=port)
 

@@ -61,23 +61,34 @@ def search_case(tiny_synth, tmp_path_factory):
     return folder, query, video.id, float(segment.start)
 
 
-@pytest.fixture(scope="module")
-def server(search_case):
+def run_server(index_folder, token=None):
+    """uvicorn serving the app on a free loopback port, in a thread: (base URL, stop)."""
     import uvicorn
 
     from videotext.search.service import create_app
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(search_case[0]), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(index_folder, token=token)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 30
     while not server.started and time.time() < deadline:
         time.sleep(0.05)
     assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+@pytest.fixture(scope="module")
+def server(search_case):
+    base, stop = run_server(search_case[0])
+    yield base
+    stop()
 
 
 def test_real_model_api_never_500s(search_case):
@@ -141,3 +152,42 @@ def test_search_page_finds_and_plays_the_clip(server, search_case):
         finally:
             browser.close()
     assert (ARTIFACTS / "browser_search.png").stat().st_size > 10_000
+
+
+@needs_chromium
+def test_the_page_asks_once_for_the_token_of_a_guarded_server(search_case):
+    """With a token, the page asks for it at the first 401, keeps it for the tab, and shows
+    thumbnails and plays videos fetched with it."""
+    playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
+    folder, query, expected, start = search_case
+    token = "page-token-42"
+    base, stop = run_server(folder, token=token)
+    asked = []
+    try:
+        with playwright_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                        args=["--no-sandbox", "--disable-background-networking",
+                                              "--autoplay-policy=no-user-gesture-required"])
+            try:
+                page = browser.new_page(viewport={"width": 1100, "height": 900})
+                page.on("dialog", lambda d: (asked.append(d.message), d.accept(token)))
+                page.goto(base + "/")
+                for attempt in range(2):  # a second search in the same tab does not ask again
+                    page.fill("#query", query)
+                    page.fill("#k", str(K))
+                    page.click("button[type=submit]")
+                    page.wait_for_selector(f'.card[data-id="{expected}"]')
+                assert asked == ["This videotext server needs its access token:"]
+                assert page.evaluate("sessionStorage.getItem('videotext-token')") == token
+                page.wait_for_function("() => [...document.images].every(i => i.complete && i.naturalWidth > 0)")
+                assert page.evaluate("[...document.images].every(i => i.src.startsWith('blob:'))")
+                page.click(f'.card[data-id="{expected}"]')
+                page.wait_for_function("() => { const v = document.getElementById('player');"
+                                       " return v.readyState >= 2 && v.currentTime > 0; }", timeout=20_000)
+                current = page.evaluate("document.getElementById('player').currentTime")
+                assert start <= current < start + 1.5, (current, start)
+            finally:
+                browser.close()
+    finally:
+        stop()
+

@@ -11,11 +11,20 @@
 Safety: files are looked up by entry id in the index, never built from a request path,
 so only indexed files are served (no traversal). Every parameter is validated; user
 mistakes get a 4xx JSON body `{"detail": …}`, never a 500. Swagger's /docs is off
-because it loads its assets from a CDN.
+because it loads its assets from a CDN. No endpoint writes.
+
+Access: on loopback the service is open. Served on any other address it needs a token
+(`create_app(token=...)`, `videotext serve --token` or VIDEOTEXT_TOKEN): every endpoint then
+answers 401 without `Authorization: Bearer TOKEN`, except the page itself and its static
+files, which hold no data and ask for the token once (kept for the browser tab). Tokens are
+compared in constant time (their SHA-256 digests, so not even the length leaks).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import io
+import ipaddress
 import mimetypes
 import re
 import threading
@@ -156,15 +165,49 @@ def _check_range(header: str, size: int) -> None:
                                 headers={"Content-Range": f"bytes */{size}"})
 
 
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches: 127.0.0.0/8, ::1 and "localhost"."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False
+
+
+def require_token_for(host: str, token: str | None) -> None:
+    """Refuse to serve beyond loopback without a token: one error saying how to give one."""
+    if not is_loopback(host) and not token:
+        raise VideoTextError(f"--host {host} serves every indexed video and title to anyone who can reach the port: "
+                             "pass --token TOKEN (or set VIDEOTEXT_TOKEN); requests must then send "
+                             "'Authorization: Bearer TOKEN' (the page asks for it once)")
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    """Whether an Authorization header carries `Bearer token` (compared in constant time)."""
+    scheme, _, given = (header or "").strip().partition(" ")
+    bearer = scheme.lower() == "bearer"
+    same = hmac.compare_digest(_digest(given.strip() if bearer else ""), _digest(token))
+    return bearer and same
+
+
 def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, searcher: Any = None,
                max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS, precision: str | None = None,
-               threads: int | None = None) -> FastAPI:
+               threads: int | None = None, token: str | None = None) -> FastAPI:
     """The search app over the index folder `index_dir`.
 
     `searcher` answers `searcher.search(query, index, k)` with hits; by default the run that
     built the index (`index.meta["run_dir"]`, or `run_dir`) loaded with `load_model`
-    (`precision`, `threads`: its inference settings, default the run config's).
+    (`precision`, `threads`: its inference settings, default the run config's). With `token`,
+    every endpoint but the page and its static files needs `Authorization: Bearer token`.
     """
+    if token is not None and not token.strip():
+        raise VideoTextError("the access token is empty; choose a long random one (e.g. python -c "
+                             "'import secrets; print(secrets.token_urlsafe(24))')")
     index = Index.load(index_dir)
     searcher = searcher if searcher is not None else _load_searcher(index, run_dir, precision=precision,
                                                                     threads=threads)
@@ -174,6 +217,16 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
                   description="Search an index of videos with natural-language text.")
     app.state.index, app.state.searcher = index, searcher
     errors = {400: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}}
+    if token is not None:
+        errors[401] = {"model": Problem}
+
+        @app.middleware("http")
+        async def require_token(request: Request, call_next: Any) -> Response:
+            path = request.url.path
+            if path == "/" or path.startswith("/static/") or token_matches(request.headers.get("authorization"), token):
+                return await call_next(request)
+            return JSONResponse({"detail": "this server needs its access token: send 'Authorization: Bearer TOKEN'"},
+                                status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
     def entry_for(entry_id: str, need_file: bool = True) -> Entry:
         if entry_id not in index:

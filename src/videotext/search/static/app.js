@@ -1,6 +1,10 @@
 // videotext search page: query -> /search -> grid of thumbnails; click plays the clip
 // from its start time (media fragment #t=start,end plus currentTime for seeking).
+// A server bound beyond loopback needs an access token: the page asks for it once, keeps it
+// for this tab (sessionStorage) and sends it as "Authorization: Bearer TOKEN"; thumbnails and
+// videos are then fetched with that header and shown from blob URLs.
 "use strict";
+const TOKEN_KEY = "videotext-token";
 const form = document.getElementById("search-form");
 const queryBox = document.getElementById("query");
 const kBox = document.getElementById("k");
@@ -9,6 +13,32 @@ const grid = document.getElementById("results");
 const playerBox = document.getElementById("player-box");
 const player = document.getElementById("player");
 const nowPlaying = document.getElementById("now-playing");
+
+function authHeaders() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+// fetch with the tab's token; on 401 ask for the token (once per failure) and try again
+async function api(url) {
+  let response = await fetch(url, { headers: authHeaders() });
+  if (response.status === 401) {
+    const token = window.prompt("This videotext server needs its access token:");
+    if (token) {
+      sessionStorage.setItem(TOKEN_KEY, token.trim());
+      response = await fetch(url, { headers: authHeaders() });
+    }
+  }
+  return response;
+}
+
+// a URL the page can put in <img>/<video>: the file itself, or a blob fetched with the token
+async function mediaUrl(url) {
+  if (!sessionStorage.getItem(TOKEN_KEY)) return url;
+  const response = await api(url);
+  if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+  return URL.createObjectURL(await response.blob());
+}
 
 function seconds(t) {
   if (t === null || t === undefined) return "";
@@ -21,14 +51,21 @@ function setStatus(text, isError) {
   statusLine.classList.toggle("error", Boolean(isError));
 }
 
-function play(hit) {
+async function play(hit) {
   if (!hit.video) { setStatus(`no playable file for ${hit.id}`, true); return; }
   const start = hit.start || 0;
   const range = hit.end !== null && hit.end !== undefined ? `${start},${hit.end}` : `${start}`;
+  let source;
+  try {
+    source = await mediaUrl(hit.video);
+  } catch (err) {
+    setStatus(`could not load ${hit.id}: ${err.message}`, true);
+    return;
+  }
   playerBox.hidden = false;
   player.dataset.id = hit.id;
   player.dataset.start = String(start);
-  player.src = `${hit.video}#t=${range}`;
+  player.src = `${source}#t=${range}`;
   player.addEventListener("loadedmetadata", () => {
     if (Math.abs(player.currentTime - start) > 0.05) player.currentTime = start;
     player.play().catch(() => {});  // autoplay may be blocked; the controls remain
@@ -43,7 +80,7 @@ function card(hit) {
   button.dataset.id = hit.id;
   button.title = hit.caption || hit.id;
   const img = document.createElement("img");
-  img.src = hit.thumbnail;
+  mediaUrl(hit.thumbnail).then(url => { img.src = url; }, () => { img.alt = `no thumbnail for ${hit.id}`; });
   img.alt = hit.caption || hit.id;
   img.loading = "lazy";
   const meta = document.createElement("div");
@@ -68,7 +105,7 @@ async function search(q, k) {
   const params = new URLSearchParams({ q, k: String(k) });
   let response;
   try {
-    response = await fetch(`/search?${params}`);
+    response = await api(`/search?${params}`);
   } catch (err) {
     setStatus(`network error: ${err}`, true);
     return;
