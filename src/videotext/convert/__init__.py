@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from videotext.convert._options import summary_lines
 from videotext.errors import VideoTextError
 
 
@@ -38,8 +39,7 @@ def convert(method: str, checkpoint: str | Path, out_dir: str | Path, **options:
 
 def summary(run_dir: str | Path) -> list[str]:
     """Lines describing a converted run: architecture, values read from the file, options in force."""
-    from videotext.convert._options import summary_lines
-    from videotext.train.checkpoint import load_meta
+    from videotext.train.checkpoint import load_meta  # torch: listing and picking converters stays without it
 
     conversion = load_meta(Path(run_dir) / "checkpoints" / "best").get("conversion")
     return summary_lines(conversion) if conversion else []

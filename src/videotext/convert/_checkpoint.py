@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 import torch
 
+from videotext.convert import available
 from videotext.errors import VideoTextError
 
 
@@ -182,8 +183,6 @@ def state_dict(data: Any, path: Path, prefix: str = "") -> dict[str, torch.Tenso
 
 def require_method(path: Path, data: Any, method: str) -> None:
     """Fail with one line unless `data` is a checkpoint of `method` (each converter's `recognises`)."""
-    from videotext.convert import available
-
     if importlib.import_module(f"videotext.convert.{method}").recognises(data):
         return
     others = [m for m in available()

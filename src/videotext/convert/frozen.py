@@ -30,6 +30,10 @@ from videotext.convert._checkpoint import config_value, read_checkpoint, require
     trainer_config
 from videotext.convert._options import Option, Options
 from videotext.errors import VideoTextError
+from videotext.models.base import build_method
+from videotext.models.frozen import FrozenConfig
+from videotext.models.layers.space_time import expand_temporal_embed
+from videotext.train.checkpoint import save_checkpoint
 
 PREFIX = "module."
 ARGS = ("arch", "args")  # where the official config keeps FrozenInTime's arguments
@@ -110,11 +114,6 @@ def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     bilinear; the official 'interp' is nearest); smaller truncates them, as the official
     loader does.
     """
-    from videotext.models.base import build_method
-    from videotext.models.frozen import FrozenConfig
-    from videotext.models.layers.space_time import expand_temporal_embed
-    from videotext.train.checkpoint import save_checkpoint
-
     opts = OPTIONS.resolve(options)
     official, trainer = read_official(Path(checkpoint))
     opts.from_config("text_model", config_value(trainer, *ARGS, "text_params", "model"), "arch.args.text_params.model")

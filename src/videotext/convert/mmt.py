@@ -27,6 +27,9 @@ from videotext.convert._checkpoint import config_value, read_checkpoint, require
     trainer_config
 from videotext.convert._options import Option, Options
 from videotext.errors import VideoTextError
+from videotext.models.base import build_method
+from videotext.models.mmt import MMTConfig
+from videotext.train.checkpoint import save_checkpoint
 
 OPTIONS = Options(
     "mmt",
@@ -134,10 +137,6 @@ def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     config and tokenizer match the checkpoint's text BERT (the paper: bert-base-cased);
     its weights are replaced by the checkpoint's.
     """
-    from videotext.models.base import build_method
-    from videotext.models.mmt import MMTConfig
-    from videotext.train.checkpoint import save_checkpoint
-
     opts = OPTIONS.resolve(options)
     state, trainer = read_official(Path(checkpoint))
     args = dict(config_value(trainer, "arch", "args") or {})

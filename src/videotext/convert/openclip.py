@@ -46,6 +46,7 @@ def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     opts = OPTIONS.resolve(options)
     pretrained, max_frames, max_text_tokens = opts["pretrained"], opts["max_frames"], opts["max_text_tokens"]
     manifest, features = opts["manifest"], opts["features"]
+    # torch and the methods, imported here so `videotext convert openclip --help` (OPTIONS) stays light
     from videotext import openclip
     from videotext.models.base import build_method
     from videotext.models.clip4clip import CLIP4ClipConfig

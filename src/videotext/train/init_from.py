@@ -20,9 +20,11 @@ from typing import Any, Sequence
 
 import torch
 
-from videotext.config import ConfigError
+from videotext.config import ConfigError, load_config
+from videotext.data.features import FeatureStore
 from videotext.errors import VideoTextError
 from videotext.io import write_json
+from videotext.train.checkpoint import load_meta
 
 REPORT = "init_report.json"
 
@@ -124,8 +126,6 @@ def summary_line(report: dict[str, Any]) -> str:
 
 
 def _source_method(folder: Path) -> str | None:
-    from videotext.train.checkpoint import load_meta
-
     try:
         return load_meta(folder).get("method")
     except VideoTextError:
@@ -141,10 +141,6 @@ def zero_shot_config(model: Any, data_config: str | Path, checkpoint: str = "bes
     VideoTextError names what differs.
     """
     import copy
-
-    from videotext.config import load_config
-    from videotext.data.features import FeatureStore
-    from videotext.train.checkpoint import load_meta
 
     other = load_config(data_config)
     config = copy.deepcopy(model.config)

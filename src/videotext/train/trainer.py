@@ -31,6 +31,7 @@ import torch
 
 from videotext.config import RunConfig, save_config, to_plain
 from videotext.data.loaders import epoch_length
+from videotext.data.mixtures import training_batches
 from videotext.data.run_data import RunData
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import metric_directions
@@ -42,6 +43,7 @@ from videotext import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
 )
+from videotext.train.init_from import apply_init
 from videotext.train.schedules import build_optimizer, build_scheduler, param_groups
 
 
@@ -99,12 +101,10 @@ class Trainer:
         # the run pins its whole model config, defaults included: a later change of a default
         # cannot reload this run as another model (config.yaml and every checkpoint's meta)
         cfg.model = self.method.config_dict()
-        from videotext.train.init_from import apply_init  # train.init_from / train.freeze
         apply_init(self.method, cfg.train, self.run_dir, self.rank, cfg.method)
         self.method.to(self.device)
         self.train_set = self.data.split(cfg.data.train_split)
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
-        from videotext.data.mixtures import training_batches  # method.train_batches + data.mixture / narration windows
         self.batches = training_batches(self.method, self.data, cfg, self.train_set)
         empty = [e for e in range(cfg.train.epochs) if epoch_length(self.batches, e) == 0]
         if empty:  # per epoch: a curriculum stage may have its own batch size (Frozen §4.3)
