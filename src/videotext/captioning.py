@@ -18,13 +18,20 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from videotext.config import ConfigError
+from videotext.data.readers._common import VIDEO_EXTENSIONS
+from videotext.data.run_data import RunData
+from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
+from videotext.eval.captioning import evaluate_captioning
+from videotext.eval.supportset_report import attention_title, save_attention_map, support_attention
+from videotext.inference import load_model
+from videotext.io import write_json
+from videotext.runtime import to_device
 
 
 def _video_files(videos: Sequence[str | Path]) -> list[Path]:
     """Expand folders (recursively) and check that every path exists."""
-    from videotext.data.readers._common import VIDEO_EXTENSIONS
-
     files: list[Path] = []
     for item in videos:
         path = Path(item)
@@ -47,10 +54,6 @@ def caption_videos(run_dir: str | Path, videos: Sequence[str | Path], beam_size:
     `features_dir` keeps the extracted features (a temporary folder by default); a
     video that cannot be decoded is left out (see `<features_dir>/failures.jsonl`).
     """
-    from videotext.data.schema import Video, VideoTextDataset
-    from videotext.runtime import to_device
-    from videotext.inference import load_model
-
     model = load_model(run_dir, checkpoint=checkpoint, device=device)
     if not hasattr(model.method, "caption") or getattr(model.method, "decoder", None) is None:
         raise VideoTextError(f"{run_dir}: method {model.config.method!r} has no caption decoder "
@@ -78,11 +81,6 @@ def evaluate_run_captioning(run_dir: Any, split: str = "test", beam_size: int = 
 
     For the eval report of runs whose method has a caption decoder (Support-set).
     """
-    from videotext.data.run_data import RunData
-    from videotext.eval.captioning import evaluate_captioning
-    from videotext.inference import load_model
-    from videotext.io import write_json
-
     model = load_model(run_dir, checkpoint=checkpoint, device=device)
     if getattr(model.method, "decoder", None) is None:
         raise VideoTextError(f"{run_dir}: method {model.config.method!r} has no caption decoder")
@@ -101,11 +99,6 @@ def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, 
     Rows are captions, columns the videos they are reconstructed from; the first
     `max_items` pairs of the batch are shown.
     """
-    from videotext.config import ConfigError
-    from videotext.data.run_data import RunData
-    from videotext.eval.supportset_report import attention_title, save_attention_map, support_attention
-    from videotext.inference import load_model
-
     model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
     if model.config.method != "supportset":
         raise ConfigError(f"{run_dir}: a {model.config.method!r} run has no support-set attention")

@@ -13,6 +13,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from videotext.runtime import to_device
+
 _PUNCTUATION = {"''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-", "--",
                 "...", ";"}  # pycocoevalcap.tokenizer.ptbtokenizer.PUNCTUATIONS
 _TOKEN = re.compile(r"\w+(?:'\w+)?|[^\w\s]+")
@@ -69,8 +71,6 @@ def _close_meteor(scorer: Any) -> None:
 def generate_captions(method: Any, dataset: Any, read_features: Any, beam_size: int = 1,
                       batch_size: int = 64, device: Any = "cpu") -> dict[str, str]:
     """{video id: generated caption} for every video of `dataset` (a method with `caption`)."""
-    from videotext.runtime import to_device
-
     was_training = method.training
     method.eval()
     try:

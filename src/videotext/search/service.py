@@ -39,6 +39,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from videotext.data.video import probe, read_frames
 from videotext.errors import VideoTextError
 from videotext.search.index import Entry, Index
 
@@ -92,7 +93,7 @@ def public_path(path: str | None, root: str | None) -> str | None:
 
 
 def _load_searcher(index: Index, run_dir: str | Path | None, **settings: Any) -> Any:
-    from videotext.inference import load_model
+    from videotext.inference import load_model  # torch and the methods: not loaded when a `searcher` is given
 
     run = run_dir or index.meta.get("run_dir")
     if not run:
@@ -128,8 +129,6 @@ class _Thumbnails:
             with Image.open(path) as img:
                 img = img.convert("RGB")
         else:
-            from videotext.data.video import probe, read_frames
-
             info = probe(path)
             start = entry.start or 0.0
             end = entry.end if entry.end is not None else info.duration

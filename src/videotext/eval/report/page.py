@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from videotext import __version__
 from videotext.eval.report.html import (
     CSS, PAGE, esc, examples_html, figure_html, grid, notes_html, section, selected_html, table_html,
 )
@@ -118,8 +119,6 @@ def write_report(
     extra = [figure_html(name, caption) for name, caption in (method_figures or []) if (report_dir / name).exists()]
     if extra:
         body.append(section("Method", grid(extra)))
-
-    from videotext import __version__
 
     stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     body.append(f'<footer>videotext {esc(__version__)} · {esc(stamp)}</footer>')
