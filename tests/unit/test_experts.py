@@ -17,18 +17,19 @@ import pytest
 import torch
 
 from videotext.data import video as V
-from videotext.data.video_write import write_video
 from videotext.data.experts import expert_names, get_expert, register_expert
 from videotext.data.experts.appearance import (
     AppearanceExpert, build_efficientnet_lite0, center_crop_frames, efficientnet_lite0_weights_path,
     load_state_dict_by_position,
 )
 from videotext.data.experts.audio import hz_to_mel, log_mel_spectrogram, mel_filterbank
-from videotext.data.experts.extract import extract_features, extract_one
+from videotext.data.experts.extract import Item, extract_features, extract_one, plan_extraction
 from videotext.data.experts.motion import MotionExpert, flow_statistics
+from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.experts.words import glove_files, load_glove, read_string_column, tokenize
 from videotext.data.features import FeatureStore, store_equal
 from videotext.data.schema import Segment, Video, VideoTextDataset
+from videotext.data.video_write import write_video
 from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 
 TUXPAINT = Path(os.environ.get("VIDEOTEXT_ASSETS", Path.home() / ".cache/videotext/debian")) / "tuxpaint" / "stamps"
@@ -496,3 +497,63 @@ def test_folding_batch_norms_keeps_the_network_function():
         assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in network.modules())
         after = network.forward_head(network.forward_features(x), pre_logits=True)
     torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)
+
+
+# --- the extraction pipeline's steps, alone ---------------------------------------------------
+def test_extraction_settings_from_cli_flags_and_a_run_config():
+    """`videotext extract` flags and a run's `inference` section become one `ExtractionSettings`:
+    `--option EXPERT.KEY=VALUE` grouped by expert (typed like `--set`), `--chunk-seconds 0` off."""
+    from videotext.cli import parse_options
+    from videotext.config import InferenceConfig
+
+    flags = parse_options(["clip.model=ViT-B-32", "clip.pretrained=openai", "appearance.input_size=96"])
+    settings = ExtractionSettings.from_cli(options=flags, chunk_seconds=0.0, workers=2, batch_size=32, device="cpu",
+                                           precision="fp32", threads=1, networks_in_workers=True)
+    assert settings.options == {"clip": {"model": "ViT-B-32", "pretrained": "openai"}, "appearance": {"input_size": 96}}
+    assert settings.chunk_seconds is None and settings.workers == 2 and settings.batch_size == 32
+    assert settings.in_workers and settings.precision == "fp32" and settings.threads == 1
+    assert ExtractionSettings.from_cli(chunk_seconds=120.0).chunk_seconds == 120.0
+    assert ExtractionSettings.from_cli().options == {}
+    with pytest.raises(VideoTextError, match="EXPERT.KEY=VALUE"):
+        ExtractionSettings.from_cli(options={"model": "ViT-B-32"})
+    with pytest.raises(VideoTextError, match="networks_in_workers"):
+        ExtractionSettings.from_cli(device="cuda", networks_in_workers=True)
+
+    inference = InferenceConfig(precision="bf16", chunk_seconds=60.0)
+    run = ExtractionSettings.from_config(inference, progress=False, options={"clip": {"model": "ViT-B-32"}})
+    assert (run.chunk_seconds, run.precision, run.progress) == (60.0, "bf16", False)
+    assert ExtractionSettings.from_config(inference, precision="fp32").precision == "fp32"  # `--precision` wins
+    assert ExtractionSettings.from_config(InferenceConfig(chunk_seconds=None)).chunk_seconds is None
+
+    # keyword arguments of `extract_features` are the settings' fields, over the settings given
+    assert settings_of(None, {}) == ExtractionSettings()
+    assert settings_of(settings, {"rate": 2.0}) == settings.replace(rate=2.0)
+    with pytest.raises(TypeError, match="unknown setting"):
+        settings_of(None, {"rates": 2.0})
+    with pytest.raises(VideoTextError, match="chunk_seconds must be positive"):
+        ExtractionSettings(chunk_seconds=-1.0)
+    with pytest.raises(ValueError, match="shard must be"):
+        ExtractionSettings(shard=(2, 2))
+
+
+def test_extraction_plan_skips_stored_experts_and_shards_without_decoding(tmp_path):
+    """The plan says which experts each video still needs from the store's keys alone: the
+    files are never opened (they do not even exist here)."""
+    items = [Item(key, tmp_path / f"{key}.mp4") for key in ("a", "b", "c", "d")]
+    done = {"motion": {"a", "b"}, "audio": {"a", "c"}}
+    plan = plan_extraction(items, ["motion", "audio"], done)
+    assert [(i.key, i.experts) for i in plan.todo] == [("b", ["audio"]), ("c", ["motion"]), ("d", ["motion", "audio"])]
+    assert sorted(plan.stored) == [("audio", "a"), ("audio", "c"), ("motion", "a"), ("motion", "b")]
+    assert plan.skipped("motion") == 2 and plan.skipped("audio") == 2 and len(plan.items) == 4
+    assert all(not i.experts for i in items)  # the source's items are left as they were
+
+    second = plan_extraction(items, ["motion", "audio"], done, shard=(1, 2))  # rank 1 of 2: b, d
+    assert [i.key for i in second.items] == ["b", "d"] and [i.key for i in second.todo] == ["b", "d"]
+    assert plan_extraction(items, ["motion"], {"motion": {"a", "b", "c", "d"}}).todo == []
+
+    # from a real store: the writer's done keys (merged and finished parts)
+    with FeatureStore(tmp_path / "store").writer("motion", 2) as writer:
+        writer.add("a", np.zeros((1, 2), np.float32), np.zeros(1))
+    keys = FeatureStore(tmp_path / "store").writer("motion", 2).done_keys()
+    assert [i.key for i in plan_extraction(items, ["motion"], {"motion": keys}).todo] == ["b", "c", "d"]
+

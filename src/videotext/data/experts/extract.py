@@ -34,8 +34,8 @@ works), so the file names each broken video once.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import json
 import math
 import os
 import shutil
@@ -46,13 +46,16 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from videotext import distributed as dist
 
 from videotext.data.experts import get_expert
 from videotext.data.experts.base import AudioExpert, Expert, ExpertOutput, FrameExpert, SpeechExpert
+from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.features import FeatureStore, FeatureWriter, encode_key
-from videotext.data.schema import Segment, VideoTextDataset
 from videotext.data.media_files import find_videos
+from videotext.data.schema import Segment, VideoTextDataset
 from videotext.data.video import VideoInfo, probe, read_audio, read_frames
 from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 from videotext.io import FailureLog, atomic_path
@@ -506,32 +509,160 @@ def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size
     return built
 
 
+# ------------------------------------------------------------------------------------
+# the pipeline: plan → open the store → extract → close (one process, or torchrun ranks)
+# ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExtractionPlan:
+    """What one process extracts: its share of the source's videos and, per video, the
+    experts not in the store yet. Made by `plan_extraction` without decoding anything."""
+
+    items: list[Item]  # this process's videos (every world-th one from rank when sharded)
+    todo: list[Item]  # the videos with experts left to extract (`Item.experts`: those experts)
+    stored: list[tuple[str, str]]  # (expert, key) already stored: nothing to do (staged chunks go)
+
+    def skipped(self, expert: str) -> int:
+        """How many of this process's videos already have `expert` stored."""
+        return sum(name == expert for name, _ in self.stored)
+
+
+def plan_extraction(items: Sequence[Item], experts: Sequence[str], done: dict[str, set[str]],
+                    shard: tuple[int, int] | None = None) -> ExtractionPlan:
+    """Which experts each video still needs, given the keys each expert's store holds
+    (`done`, e.g. `FeatureWriter.done_keys()`); `shard=(rank, world)` keeps videos rank::world."""
+    mine = list(items) if shard is None else list(items)[shard[0] :: shard[1]]
+    todo, stored = [], []
+    for item in mine:
+        wanted = [name for name in experts if item.key not in done[name]]
+        stored += [(name, item.key) for name in experts if item.key in done[name]]
+        if wanted:
+            todo.append(dataclasses.replace(item, experts=wanted))
+    return ExtractionPlan(mine, todo, stored)
+
+
+def open_writers(store: FeatureStore, built: dict[str, Expert], settings: ExtractionSettings,
+                 fresh: bool) -> dict[str, FeatureWriter]:
+    """One crash-safe writer per expert (`fresh`: the expert's file and parts are cleared)."""
+    return {name: store.writer(name, e.dim, e.config(), dtype="float32" if e.store_float32 else settings.dtype,
+                               flush_every=settings.flush_every, overwrite=fresh)
+            for name, e in built.items()}
+
+
+def open_store(out_dir: str | os.PathLike, built: dict[str, Expert],
+               settings: ExtractionSettings) -> tuple[FeatureStore, dict[str, FeatureWriter], _ChunkStage]:
+    """The store, its writers (parts a killed run left are merged first) and the chunk stage
+    (cleared of chunks made with other settings)."""
+    store = FeatureStore(out_dir)
+    writers = open_writers(store, built, settings, settings.overwrite)
+    for writer in writers.values():
+        writer.commit()  # fold in parts a killed run left behind
+    stage = _ChunkStage(Path(out_dir) / ".chunks", {n: w.config for n, w in writers.items()}, settings.overwrite)
+    return store, writers, stage
+
+
+def _new_counts(built: dict[str, Expert], plan: ExtractionPlan) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(totals, per-expert stats) of a run before anything is extracted."""
+    stats = {name: {"done": 0, "skipped": plan.skipped(name), "failed": 0, "missing": 0, "seconds": 0.0}
+             for name in built}
+    totals = {"videos": len(plan.items), "done": 0, "skipped": len(plan.items) - len(plan.todo), "failed": 0,
+              "decode_seconds": 0.0, "chunks_extracted": 0, "chunks_reused": 0}
+    return totals, stats
+
+
+@dataclass
+class _Sink:
+    """Where decoded videos go: each expert's writer, the chunk stage, the failure log, the counts."""
+
+    writers: dict[str, FeatureWriter]
+    log: FailureLog
+    stage: _ChunkStage
+    stats: dict[str, dict[str, Any]]
+    totals: dict[str, Any]
+
+    def __call__(self, decoded: Decoded) -> None:
+        _store(decoded, self.writers, self.log, self.stats, self.totals, self.stage)
+
+
+def run_extraction(todo: list[Item], built: dict[str, Expert], settings: ExtractionSettings, chunk_root: Path,
+                   sink: _Sink) -> None:
+    """Extract the planned videos: workers decode (and prepare) them, the networks run batched
+    over several videos (in the workers with `networks_in_workers`), `sink` stores each result."""
+    in_workers = settings.in_workers
+    networked = [] if in_workers else [n for n, e in built.items() if isinstance(e, FrameExpert)
+                                       and type(e).finish_batch is not FrameExpert.finish_batch]
+    pending: list[Decoded] = []
+
+    def drain() -> None:
+        batch = pending[:]  # taken first: an interrupted batch is dropped, never half-stored twice
+        pending.clear()
+        if not in_workers:  # else the workers ran the networks already
+            _finish(batch, built)
+        for decoded in batch:
+            sink(decoded)
+
+    bar = _progress(len(todo), settings.progress and bool(todo))
+    try:
+        if not todo:
+            return
+        workers = settings.workers
+        per_batch = WORKER_VIDEOS_PER_BATCH if in_workers else 1  # videos per item the loader yields
+        loader = DataLoader(
+            _ItemStream(todo, built, settings.window, settings.chunk_seconds, chunk_root),
+            batch_size=per_batch if in_workers else None,
+            shuffle=False, num_workers=workers, collate_fn=_FinishInWorker(built) if in_workers else _identity,
+            worker_init_fn=_init_worker if workers else None,
+            prefetch_factor=max(1, settings.prefetch // per_batch) if workers else None,
+            multiprocessing_context=settings.start_method if workers else None,
+        )
+        for received in loader:
+            for decoded in received if in_workers else [received]:
+                pending.append(decoded)
+                frames = sum(len(d.outputs[n].features) for d in pending for n in networked if n in d.outputs)
+                if not networked or frames >= settings.batch_size or len(pending) >= 64 or decoded.final:
+                    drain()
+                if decoded.chunk is None:  # a whole video (a long one's final message)
+                    bar.update(1)
+                bar.set_postfix(failed=sink.totals["failed"], refresh=False)
+        drain()
+    finally:
+        bar.close()
+
+
+def _summary(totals: dict[str, Any], stats: dict[str, dict[str, Any]], started: float, store: FeatureStore,
+             log: FailureLog) -> dict[str, Any]:
+    wall = time.time() - started
+    for entry in stats.values():
+        entry["videos_per_s"] = entry["done"] / entry["seconds"] if entry["seconds"] > 0 else None
+    return {
+        **totals, "seconds": wall, "videos_per_s": totals["done"] / wall if wall > 0 else None,
+        "experts": stats, "store": str(store.root), "failures": str(log.path),
+    }
+
+
+def _prepare(experts: Sequence[str | Expert], settings: ExtractionSettings, out_dir: str | os.PathLike
+             ) -> tuple[dict[str, Expert], FailureLog]:
+    """Threads for the networks, the experts and the failure log."""
+    # the decoding workers take a core each: the networks get the rest (with 2 cores and 2 workers,
+    # 1 thread ran the demo's extraction 7-10 % faster than 2, whose OpenMP threads spun while
+    # the workers held the cores: twice the CPU time for the same frames)
+    set_threads(settings.threads or max(1, physical_cores() - settings.workers))
+    retain_freed_memory()
+    built = build_experts(experts, rate=settings.rate, batch_size=settings.batch_size, device=settings.device,
+                          options=settings.options, precision=settings.precision)
+    failures = settings.failures
+    log = failures if isinstance(failures, FailureLog) else FailureLog(failures or Path(out_dir) / "failures.jsonl")
+    return built, log
+
+
 @keeps_threads
-def extract_features(
-    source: Any,
-    experts: Sequence[str | Expert],
-    out_dir: str | os.PathLike,
-    *,
-    rate: float | None = None,
-    batch_size: int = 64,
-    workers: int = 0,
-    progress: bool = True,
-    device: str = "cpu",
-    failures: FailureLog | str | os.PathLike | None = None,
-    options: dict[str, dict[str, Any]] | None = None,
-    window: float | None = 60.0,
-    dtype: str = "float16",
-    flush_every: int = 32,
-    overwrite: bool = False,
-    start_method: str = "forkserver",
-    shard: tuple[int, int] | None = None,
-    precision: str = "auto",
-    threads: int = 0,
-    prefetch: int = 4,
-    networks_in_workers: bool = False,
-    chunk_seconds: float | None = 300.0,
-) -> dict[str, Any]:
+def extract_features(source: Any, experts: Sequence[str | Expert], out_dir: str | os.PathLike,
+                     settings: ExtractionSettings | None = None, **values: Any) -> dict[str, Any]:
     """Extract `experts` for every video of `source` into the FeatureStore at `out_dir`.
+
+    `settings` (`ExtractionSettings`; keyword `values` of its fields override it, e.g.
+    `rate=2.0, workers=2`) says how:
 
     `source`: a manifest JSON path, a `VideoTextDataset`, a folder of videos
     (recursive; mp4/avi/mkv/webm/mov/…) or a list of files. `rate`: steps per second
@@ -563,127 +694,70 @@ def extract_features(
     after a barrier; every rank returns the summed summary once the store is merged. A
     rank that crashed is redone alone on restart: finished parts count as done.
     """
-    from videotext import distributed as dist
-
-    if networks_in_workers and not str(device).startswith("cpu"):
-        raise VideoTextError(f"networks_in_workers runs the networks on the CPU workers; device is {device!r}")
-    in_workers = networks_in_workers and workers > 0
+    settings = settings_of(settings, values)
+    if settings.shard is None and dist.env_world_size() > 1:
+        return _extract_by_rank(source, experts, out_dir, settings)
     started = time.time()
-    ranks = shard is None and dist.env_world_size() > 1
-    if ranks:  # torchrun: join the group (a long timeout: ranks finish their shards at different times)
-        rank_device = dist.init_distributed(device, timeout_minutes=24 * 60)
-        device = str(rank_device) if rank_device is not None and device.startswith("cuda") else device
-        shard = (dist.rank(), dist.world())
-    main = not ranks or dist.is_main()
-    # the decoding workers take a core each: the networks get the rest (with 2 cores and 2 workers,
-    # 1 thread ran the demo's extraction 7-10 % faster than 2, whose OpenMP threads spun while
-    # the workers held the cores: twice the CPU time for the same frames)
-    set_threads(threads or max(1, physical_cores() - workers))
-    retain_freed_memory()
-    built = build_experts(experts, rate=rate, batch_size=batch_size, device=device, options=options,
-                          precision=precision)
-    store = FeatureStore(out_dir)
-    log = failures if isinstance(failures, FailureLog) else FailureLog(failures or Path(out_dir) / "failures.jsonl")
-
-    def open_writers(fresh: bool) -> dict[str, FeatureWriter]:
-        return {name: store.writer(name, e.dim, e.config(), dtype="float32" if e.store_float32 else dtype,
-                                   flush_every=flush_every, overwrite=fresh)
-                for name, e in built.items()}
-
-    writers = open_writers(overwrite) if main else {}
-    if main:
-        for writer in writers.values():
-            writer.commit()  # fold in parts a killed run left behind
-    if ranks:
-        dist.barrier()  # rank 0 has cleared (overwrite) or merged the store
-        writers = writers or open_writers(False)
-    done = {name: writer.done_keys() for name, writer in writers.items()}
-    chunk_root = Path(out_dir) / ".chunks"
-    if chunk_seconds is not None and chunk_seconds <= 0:
-        raise VideoTextError(f"chunk_seconds must be positive (or None for no chunks), got {chunk_seconds}")
-    stage = _ChunkStage(chunk_root, {name: w.config for name, w in writers.items()}, overwrite, clear=main)
-    if ranks:
-        dist.barrier()  # rank 0 has cleared chunks of other settings
-    stats = {name: {"done": 0, "skipped": 0, "failed": 0, "missing": 0, "seconds": 0.0} for name in built}
-    items = resolve_source(source)
-    if shard is not None:
-        rank, world = shard
-        if not 0 <= rank < world:
-            raise ValueError(f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}")
-        items = items[rank::world]
-    todo: list[Item] = []
-    for item in items:
-        item.experts = [name for name in built if item.key not in done[name]]
-        for name in built:
-            if item.key in done[name]:
-                stats[name]["skipped"] += 1
-                stage.remove(name, item.key)  # a long video stored before its chunks were removed
-        if item.experts:
-            todo.append(item)
-    totals = {"videos": len(items), "done": 0, "skipped": len(items) - len(todo), "failed": 0, "decode_seconds": 0.0,
-              "chunks_extracted": 0, "chunks_reused": 0}
-    networked = [] if in_workers else [n for n, e in built.items() if isinstance(e, FrameExpert)
-                                       and type(e).finish_batch is not FrameExpert.finish_batch]
-    pending: list[Decoded] = []
-
-    def drain() -> None:
-        batch = pending[:]  # taken first: an interrupted batch is dropped, never half-stored twice
-        pending.clear()
-        if not in_workers:  # else the workers ran the networks already
-            _finish(batch, built)
-        for decoded in batch:
-            _store(decoded, writers, log, stats, totals, stage)
-
-    bar = _progress(len(todo), progress and bool(todo))
+    built, log = _prepare(experts, settings, out_dir)
+    store, writers, stage = open_store(out_dir, built, settings)
+    plan = plan_extraction(resolve_source(source), list(built), {n: w.done_keys() for n, w in writers.items()},
+                           settings.shard)
+    for name, key in plan.stored:
+        stage.remove(name, key)  # a long video stored before its chunks were removed
+    totals, stats = _new_counts(built, plan)
     try:
-        if todo:
-            from torch.utils.data import DataLoader
-
-            per_batch = WORKER_VIDEOS_PER_BATCH if in_workers else 1  # videos per item the loader yields
-            loader = DataLoader(
-                _ItemStream(todo, built, window, chunk_seconds, chunk_root),
-                batch_size=per_batch if in_workers else None,
-                shuffle=False, num_workers=workers, collate_fn=_FinishInWorker(built) if in_workers else _identity,
-                worker_init_fn=_init_worker if workers else None,
-                prefetch_factor=max(1, prefetch // per_batch) if workers else None,
-                multiprocessing_context=start_method if workers else None,
-            )
-            for received in loader:
-                for decoded in received if in_workers else [received]:
-                    pending.append(decoded)
-                    frames = sum(len(d.outputs[n].features) for d in pending for n in networked if n in d.outputs)
-                    if not networked or frames >= batch_size or len(pending) >= 64 or decoded.final:
-                        drain()
-                    if decoded.chunk is None:  # a whole video (a long one's final message)
-                        bar.update(1)
-                    bar.set_postfix(failed=totals["failed"], refresh=False)
-            drain()
+        run_extraction(plan.todo, built, settings, stage.root, _Sink(writers, log, stage, stats, totals))
     finally:  # whatever happened, what was stored so far becomes part of the store
-        bar.close()
         for writer in writers.values():
-            writer.flush() if ranks else writer.commit()
+            writer.commit()
         log.compact()  # each broken video once: latest error wins
-    if ranks:  # every rank's parts are written: rank 0 merges them, then all see the store
-        dist.barrier()
-        if main:
-            for writer in writers.values():
-                writer.commit()
-        dist.barrier()
-        store.close()
-        totals, stats = _sum_over_ranks(totals, stats)
-    wall = time.time() - started
-    for entry in stats.values():
-        entry["videos_per_s"] = entry["done"] / entry["seconds"] if entry["seconds"] > 0 else None
-    return {
-        **totals, "seconds": wall, "videos_per_s": totals["done"] / wall if wall > 0 else None,
-        "experts": stats, "store": str(store.root), "failures": str(log.path),
-    }
+    return _summary(totals, stats, started, store, log)
+
+
+def _extract_by_rank(source: Any, experts: Sequence[str | Expert], out_dir: str | os.PathLike,
+                     settings: ExtractionSettings) -> dict[str, Any]:
+    """`extract_features` under torchrun: the same steps, with rank 0 preparing the store,
+    every rank extracting its shard (r::R) into part files, and rank 0 merging them."""
+    started = time.time()
+    # join the group (a long timeout: ranks finish their shards at different times)
+    rank_device = dist.init_distributed(settings.device, timeout_minutes=24 * 60)
+    device = str(rank_device) if rank_device is not None and settings.device.startswith("cuda") else settings.device
+    settings = settings.replace(device=device, shard=(dist.rank(), dist.world()))
+    built, log = _prepare(experts, settings, out_dir)
+    if dist.is_main():
+        open_store(out_dir, built, settings)  # clears (overwrite) or merges the store and stale chunks
+    dist.barrier()
+    store = FeatureStore(out_dir)
+    writers = open_writers(store, built, settings, False)
+    stage = _ChunkStage(Path(out_dir) / ".chunks", {n: w.config for n, w in writers.items()}, False, clear=False)
+    plan = plan_extraction(resolve_source(source), list(built), {n: w.done_keys() for n, w in writers.items()},
+                           settings.shard)
+    for name, key in plan.stored:
+        stage.remove(name, key)
+    totals, stats = _new_counts(built, plan)
+    try:
+        run_extraction(plan.todo, built, settings, stage.root, _Sink(writers, log, stage, stats, totals))
+    finally:
+        for writer in writers.values():
+            writer.flush()
+        log.compact()
+    merge_ranks(store, writers)
+    totals, stats = _sum_over_ranks(totals, stats)
+    return _summary(totals, stats, started, store, log)
+
+
+def merge_ranks(store: FeatureStore, writers: dict[str, FeatureWriter]) -> None:
+    """Once every rank's parts are written, rank 0 merges them; then every rank sees the store."""
+    dist.barrier()
+    if dist.is_main():
+        for writer in writers.values():
+            writer.commit()
+    dist.barrier()
+    store.close()
 
 
 def _sum_over_ranks(totals: dict[str, Any], stats: dict[str, dict[str, Any]]) -> tuple[dict, dict]:
     """Add up the counts of every rank (torchrun extraction)."""
-    from videotext import distributed as dist
-
     gathered = dist.all_gather_object((totals, stats))
     add = lambda dicts: {k: sum(d[k] for d in dicts) for k in dicts[0]}  # noqa: E731
     return add([t for t, _ in gathered]), {name: add([s[name] for _, s in gathered]) for name in stats}
