@@ -16,21 +16,30 @@ of `query_vectors` · `index_vectors`, and the method's own `rerank` (ToCo) or
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from videotext import distributed as dist
 from videotext.config import load_config
+from videotext.data.experts import extract_features, options_from_config
+from videotext.data.experts.settings import ExtractionSettings
 from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
-from videotext.data.schema import VideoTextDataset
+from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
-from videotext.models.base import Method, build_method
+from videotext.io import atomic_path
+from videotext.models.base import Method, build_method, concat_embeddings
 from videotext.runtime import autocast, resolve_device, resolve_precision, retain_freed_memory, set_threads
+from videotext.search.build import features_folder, index_entries, parts_folder, plan_index, read_source
+from videotext.search.index import Index
+from videotext.search.windows import window_clips
 from videotext.train.checkpoint import load_meta, load_weights
 
 # --- the dtype boundary of the public API ------------------------------------------------
@@ -169,8 +178,6 @@ class LoadedModel:
 
     def _feature_videos(self, features: Any) -> tuple[VideoTextDataset, VideoFeatures]:
         """{expert: [B, T, D]} as a dataset of B videos and its feature reader."""
-        from videotext.data.schema import Video
-
         expected = f"features: expected {{expert: [B, T, D] array}} for the run's experts {self.experts}"
         if not isinstance(features, dict) or not features:
             raise VideoTextError(f"{expected}, got {type(features).__name__}")
@@ -208,16 +215,13 @@ class LoadedModel:
     def features_for(self, dataset: VideoTextDataset, features_dir: str | Path,
                      progress: bool = True) -> VideoFeatures:
         """Feature reader for `dataset`, extracting missing experts into `features_dir` first."""
-        from videotext.data.experts import extract_features
-
         features_dir = Path(features_dir)
         store = FeatureStore(features_dir) if features_dir.exists() else None
         missing = store is None or any(not all(store.has(e, v.key) for v in dataset) for e in self.experts)
-        from videotext.distributed import broadcast_object
-
-        if broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
-            extract_features(dataset, self.experts, features_dir, progress=progress, precision=self.precision,
-                             chunk_seconds=self.config.inference.chunk_seconds, **self.extraction_settings())
+        if dist.broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
+            settings = ExtractionSettings.from_config(self.config.inference, progress=progress,
+                                                      precision=self.precision, **self.extraction_settings())
+            extract_features(dataset, self.experts, features_dir, settings)
             store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
         if absent:
@@ -228,8 +232,6 @@ class LoadedModel:
     def extraction_settings(self) -> dict[str, Any]:
         """`extract_features` options that reproduce the training features for new videos: the
         training store's record, over the method's own `expert_options` (a zero-shot run has no store)."""
-        from videotext.data.experts import options_from_config
-
         options = {e: dict(o) for e, o in self.method.expert_options().items() if e in self.experts}
         training_store = Path(self.config.data.features or Path(self.config.data.manifest).parent / "features")
         if training_store.exists():
@@ -281,40 +283,44 @@ class LoadedModel:
         no longer in `source` are removed (deleted files), the rest is kept.
         `window` (seconds): index sliding-window clips instead of whole videos, one every
         `stride` seconds (default window / 2); a clip is encoded from the feature steps that
-        start inside it, exactly like a video made of those steps (`WindowFeatures`)."""
-        from videotext.data.readers import read_dataset
-        from videotext.search.index import Entry, Index
+        start inside it, exactly like a video made of those steps (`WindowFeatures`).
 
-        if isinstance(source, VideoTextDataset):
-            dataset = source
-        else:
-            source = Path(source)
-            dataset = read_dataset("manifest" if source.suffix == ".json" else "folder", source)
-        index = None
-        if update and out is not None and (Path(out) / "index.json").is_file():
-            index = Index.load(out)
-            if index.model != self.config.method:
-                raise VideoTextError(f"{out}: index of method {index.model!r}, this run is {self.config.method!r}; "
-                                     "rebuild it without update")
-            wanted = {v.id for v in dataset}
-            index.remove([e.id for e in index.entries() if e.video_id not in wanted])
-            indexed = {e.video_id for e in index.entries()}
-            new_ids = [v.id for v in dataset if v.id not in indexed]
-            if not new_ids:
+        The steps: `read_source` → `plan_index` (the update diff) → `index_inputs` (features,
+        extracted where missing; windows) → encode → `write_index` (entries, vectors, save).
+        Under torchrun (`_build_index_by_rank`) the same steps run with the extraction and the
+        encoding sharded by rank, and rank 0 writes the index."""
+        source = source if isinstance(source, VideoTextDataset) else Path(source)
+        dataset = read_source(source)
+        index = self.open_index(out) if update else None
+        plan = plan_index(dataset, index.entries() if index is not None else ())
+        if index is not None:
+            index.remove(plan.remove)
+            if not plan.add:
                 index.save(out)
                 return index
-            dataset = dataset.subset(new_ids)
-        if features_dir is None:
-            base = Path(out) if out is not None else self.run_dir / "index"
-            features_dir = base.with_name(base.name + ".features")
-        from videotext import distributed as dist
+            dataset = dataset.subset(plan.add)
+        features_dir = features_dir if features_dir is not None else features_folder(out, self.run_dir)
+        if dist.env_world_size() > 1:
+            return self._build_index_by_rank(source, dataset, index, out, features_dir, progress, window, stride)
+        dataset, reader = self.index_inputs(source, dataset, features_dir, progress, window, stride)
+        with self.autocast():
+            embedding = encode_videos(self.method, dataset, reader, device=self.device)
+        return self.write_index(index, dataset, embedding, out)
 
-        ranks = dist.env_world_size() > 1
-        if ranks:  # torchrun: join the group first (this rank's GPU is cuda:LOCAL_RANK)
-            rank_device = dist.init_distributed(str(self.device))
-            if rank_device is not None and rank_device != self.device:
-                self.device = rank_device
-                self.method.to(rank_device)
+    def open_index(self, out: str | Path | None) -> Index | None:
+        """The index at `out` to update (None when there is none yet); it must be this method's."""
+        if out is None or not (Path(out) / "index.json").is_file():
+            return None
+        index = Index.load(out)
+        if index.model != self.config.method:
+            raise VideoTextError(f"{out}: index of method {index.model!r}, this run is {self.config.method!r}; "
+                                 "rebuild it without update")
+        return index
+
+    def index_inputs(self, source: Any, dataset: VideoTextDataset, features_dir: str | Path, progress: bool,
+                     window: float | None, stride: float | None) -> tuple[VideoTextDataset, VideoFeatures]:
+        """The videos (or their windows) to encode and their feature reader: features are
+        extracted where missing, videos no expert could read are left out."""
         reader = self.features_for(dataset, features_dir, progress)
         present = [v for v in dataset if any(reader.store.has(e, v.key) for e in self.experts)]
         if not present:
@@ -322,19 +328,12 @@ class LoadedModel:
         dataset = dataset.subset([v.id for v in present])
         if window:
             dataset, reader = window_clips(dataset, reader, window, stride or window / 2)
-        if ranks:  # torchrun: rank r embeds videos r::R into a part file, rank 0 merges
-            parts = Path(out).with_name(Path(out).name + ".parts") if out is not None \
-                else Path(features_dir) / ".index-parts"
-            embedding = self._encode_by_rank(dataset, reader, parts)
-            if not dist.is_main():
-                dist.barrier()  # rank 0 writes the index
-                return Index.load(out) if out is not None else None
-        else:
-            with self.autocast():
-                embedding = encode_videos(self.method, dataset, reader, device=self.device)
-        entries = [Entry(id=v.id, path=os.path.abspath(dataset.media_path(v)) if v.path else None,
-                         start=v.meta.get("start", 0.0), end=v.meta.get("end", v.duration),
-                         video_id=v.meta.get("video_id", v.id), meta={"captions": v.captions[:1]}) for v in dataset]
+        return dataset, reader
+
+    def write_index(self, index: Index | None, dataset: VideoTextDataset, embedding: Any,
+                    out: str | Path | None) -> Index:
+        """Add the encoded videos of `dataset` (embedding rows in dataset order) to `index`
+        (a new one when None) and save it to `out` (when given)."""
         if index is None:
             dim = int(self.method.index_vectors({k: v[:1] for k, v in embedding.items()}
                                                 if isinstance(embedding, dict) else embedding[:1]).shape[1])
@@ -342,24 +341,36 @@ class LoadedModel:
             index.meta["run_dir"] = str(self.run_dir.resolve())
         if dataset.root is not None:  # the indexed folder: the HTTP API shows paths relative to it
             index.meta["root"] = os.path.abspath(dataset.root)
-        self.add_to_index(index, embedding, entries)
+        self.add_to_index(index, embedding, index_entries(dataset))
         if out is not None:
             index.save(out)
-        if ranks:
-            import shutil
+        return index
 
-            shutil.rmtree(parts, ignore_errors=True)
-            dist.barrier()
+    def _build_index_by_rank(self, source: Any, dataset: VideoTextDataset, index: Index | None,
+                             out: str | Path | None, features_dir: str | Path, progress: bool,
+                             window: float | None, stride: float | None) -> Index | None:
+        """`build_index` under torchrun: every rank joins the group (its GPU is
+        cuda:LOCAL_RANK), the extraction is sharded (`features_for`), rank r encodes videos
+        r::R into a part file, and rank 0 merges the parts and writes the index."""
+        rank_device = dist.init_distributed(str(self.device))
+        if rank_device is not None and rank_device != self.device:
+            self.device = rank_device
+            self.method.to(rank_device)
+        dataset, reader = self.index_inputs(source, dataset, features_dir, progress, window, stride)
+        parts = parts_folder(out, features_dir)
+        embedding = self._encode_by_rank(dataset, reader, parts)
+        if not dist.is_main():
+            dist.barrier()  # rank 0 writes the index
+            return Index.load(out) if out is not None else None
+        index = self.write_index(index, dataset, embedding, out)
+        shutil.rmtree(parts, ignore_errors=True)
+        dist.barrier()
         return index
 
     def _encode_by_rank(self, dataset: VideoTextDataset, reader: VideoFeatures, parts: Path) -> Any:
         """Embed this rank's videos (r::R) into `parts/rank<r>-of<R>.pt` (atomic; a finished
         part is reused on restart, so a crashed rank is redone alone); after a barrier, rank
         0 returns the embedding of every video in dataset order (the others None)."""
-        from videotext.io import atomic_path
-        from videotext.models.base import concat_embeddings
-        from videotext import distributed as dist
-
         rank, world = dist.rank(), dist.world()
         videos = list(dataset)
         mine = [v.id for v in videos[rank::world]]
@@ -388,10 +399,6 @@ class LoadedModel:
         When the method re-scores and the index holds its parts, the index shortlists
         `shortlist` candidates (default max(10·k, 100)) and the method's own score orders
         them; each hit's `meta["index_score"]` keeps the shortlist's dot product."""
-        import dataclasses
-
-        from videotext.search.index import Index
-
         if isinstance(index, (str, Path)):
             index = Index.load(index)
         single = isinstance(query, str)
@@ -413,88 +420,6 @@ class LoadedModel:
                                                 meta={**candidates[j].meta, "index_score": candidates[j].score})
                             for rank, j in enumerate(order, 1)])
         return results[0] if single else results
-
-
-class WindowFeatures(VideoFeatures):
-    """Features of sliding-window clips: per expert, the steps whose start lies in the clip's
-    [start, end) (the step covering `start` when none does), capped like whole videos."""
-
-    def __init__(self, base: VideoFeatures, windows: dict[str, tuple[str, float, float]]):
-        super().__init__(base.store, base.experts, base.max_steps)
-        self.windows = windows  # clip key → (video key, start, end)
-        self._times: tuple[str, dict[str, np.ndarray | None]] | None = None  # one video's step times
-
-    def _timestamps(self, video_key: str) -> dict[str, np.ndarray | None]:
-        """Step times per expert of one video (None: not stored), kept for its next clip."""
-        if self._times is None or self._times[0] != video_key:
-            self._times = (video_key, {e: _step_times(self.store, e, video_key) for e in self.experts})
-        return self._times[1]
-
-    def __call__(self, key: str) -> dict[str, np.ndarray]:
-        from videotext.data.loaders import subsample_steps
-
-        video_key, start, end = self.windows[key]
-        out = {}
-        for expert, times in self._timestamps(video_key).items():
-            values = np.zeros((0, self.dims[expert]), dtype=np.float32)
-            if times is not None:  # [T]
-                keep = (times >= start - 1e-6) & (times < end - 1e-6)
-                if not keep.any() and (times <= start + 1e-6).any():
-                    keep = np.arange(len(times)) == int(np.nonzero(times <= start + 1e-6)[0][-1])
-                rows = np.nonzero(keep)[0]
-                if len(rows):  # the clip's steps are contiguous: read only those rows of a long video
-                    values = self._rows(expert, video_key, int(rows[0]), int(rows[-1]) + 1)[keep[rows[0] : rows[-1] + 1]]
-                values = values[subsample_steps(len(values), self.max_steps)]
-            out[expert] = values
-        return out
-
-    def _rows(self, expert: str, video_key: str, first: int, stop: int) -> np.ndarray:
-        try:
-            features = self.store.get(expert, video_key, rows=slice(first, stop))[0]  # [stop - first, D]
-        except TypeError:  # a store look-alike without row reads
-            features = self.store.get(expert, video_key)[0][first:stop]
-        return np.asarray(features, dtype=np.float32)
-
-
-def _step_times(store: Any, expert: str, key: str) -> np.ndarray | None:
-    """A video's step start times [T] for one expert, without its features where the store can."""
-    if not store.has(expert, key):
-        return None
-    if hasattr(store, "timestamps"):
-        return np.asarray(store.timestamps(expert, key))
-    return np.asarray(store.get(expert, key)[1])
-
-
-def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float,
-                 stride: float) -> tuple[VideoTextDataset, WindowFeatures]:
-    """Each video's sliding windows (`search.index.sliding_windows`) as a dataset of clips
-    (ids `VIDEO@START-END`, meta start/end/video_id) and the reader of their features."""
-    import dataclasses
-
-    from videotext.search.index import sliding_windows
-
-    clips, windows = [], {}
-    for video in dataset:
-        for start, end in sliding_windows(_duration(video, reader), window, stride):
-            clip_id = f"{video.id}@{start:g}-{end:g}"
-            windows[clip_id] = (video.key, start, end)
-            clips.append(dataclasses.replace(video, id=clip_id, feature_key=clip_id, duration=end - start,
-                                             meta={**video.meta, "start": start, "end": end, "video_id": video.id}))
-    return VideoTextDataset(dataset.name, clips, root=dataset.root), WindowFeatures(reader, windows)
-
-
-def _duration(video: Any, reader: VideoFeatures) -> float:
-    """A video's length: the manifest's, else the end of its last feature step."""
-    if video.duration:
-        return float(video.duration)
-    ends = []
-    for expert in reader.experts:
-        times = _step_times(reader.store, expert, video.key)
-        if times is not None:
-            step = float(reader.store.info(expert)["config"].get("rate") or 0)
-            if len(times):
-                ends.append(float(times[-1]) + (1.0 / step if step else 0.0))
-    return max(ends, default=0.0)
 
 
 def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto",

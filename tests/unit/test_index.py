@@ -414,3 +414,36 @@ def test_toco_search_reranks_the_shortlist_with_the_cross_encoder(tmp_path):
     np.testing.assert_allclose([h.score for h in hits], exact[want].numpy(), atol=1e-5)
     full = model.search(TEXTS[0], index, k=5, shortlist=5)
     assert [h.id for h in full] == [f"v{j}" for j in torch.argsort(-exact).tolist()]
+
+
+# --- the index build's steps, alone -----------------------------------------------------------
+def test_update_plan_of_a_folder_needs_no_extraction(tmp_path):
+    """The update diff comes from the folder's file names and the index's entries alone:
+    empty files (nothing could be decoded) give new / deleted / unchanged videos."""
+    from videotext.search.build import features_folder, index_entries, parts_folder, plan_index, read_source
+
+    folder = tmp_path / "videos"
+    for name in ("kept.mp4", "clipped.mp4", "sub/new.mkv", "notes.txt"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"")
+    dataset = read_source(folder)
+    assert sorted(v.id for v in dataset) == ["clipped", "kept", "sub/new"]
+    entries = [Entry("kept", video_id="kept"), Entry("gone", video_id="gone"),
+               Entry("clipped@0-4", start=0.0, end=4.0, video_id="clipped"),
+               Entry("clipped@2-6", start=2.0, end=6.0, video_id="clipped"),
+               Entry("gone@0-4", start=0.0, end=4.0, video_id="gone")]
+    plan = plan_index(dataset, entries)
+    assert plan.add == ["sub/new"]
+    assert plan.remove == ["gone", "gone@0-4"]
+    assert plan.keep == ["kept", "clipped@0-4", "clipped@2-6"]
+    fresh = plan_index(dataset)  # no index yet: every video, in the source's order
+    assert fresh.add == [v.id for v in dataset] and fresh.remove == fresh.keep == []
+    assert plan_index(dataset, [Entry(v.id, video_id=v.id) for v in dataset]).add == []
+
+    made = index_entries(dataset.subset(["sub/new"]))
+    assert [(e.id, e.video_id, e.start) for e in made] == [("sub/new", "sub/new", 0.0)]
+    assert made[0].path == str((folder / "sub" / "new.mkv").resolve())
+    assert features_folder(tmp_path / "idx", tmp_path / "run") == tmp_path / "idx.features"
+    assert features_folder(None, tmp_path / "run") == tmp_path / "run" / "index.features"
+    assert parts_folder(tmp_path / "idx", tmp_path / "f") == tmp_path / "idx.parts"
+    assert parts_folder(None, tmp_path / "f") == tmp_path / "f" / ".index-parts"

@@ -131,7 +131,7 @@ def test_video_cut_part_way_keeps_its_chunks_and_one_failure_line(long_folder, t
 
 def test_sliding_windows_read_only_their_rows_and_match_whole_reads(tmp_path):
     from videotext.data.loaders import VideoFeatures
-    from videotext.inference import WindowFeatures
+    from videotext.search.windows import WindowFeatures
 
     class CountingStore(FeatureStore):
         rows_read = 0
