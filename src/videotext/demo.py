@@ -7,6 +7,7 @@ made anew each time.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -15,8 +16,17 @@ from typing import Any
 import numpy as np
 
 from videotext.config import PACKAGED, load_config
+from videotext.data.experts import extract_features
+from videotext.data.readers import read_dataset
 from videotext.data.schema import VideoTextDataset
+from videotext.data.synthetic import synthesize
+from videotext.data.video import probe, read_frames
 from videotext.errors import VideoTextError
+from videotext.eval.evaluate import encode_split, evaluate_encoded, order_sensitive_mask
+from videotext.eval.report import write_report
+from videotext.inference import LoadedModel
+from videotext.io import write_json
+from videotext.train.trainer import Trainer, read_metrics_log
 
 # the demo's test split must hold >= 500 videos (a chance R@1 of <= 0.2 %); 2 000 videos
 # split 64 / 10 / 26 give about 1 280 / 200 / 520
@@ -25,17 +35,11 @@ DEMO_SPLITS = (0.64, 0.10, 0.26)
 
 
 def prepare_synthetic(data_dir: Path, videos: int, seed: int, progress: bool) -> Path:
-    from videotext.data.synthetic import synthesize
-
     synthesize(data_dir, num_videos=videos, seed=seed, workers=2, progress=progress, split_fractions=DEMO_SPLITS)
     return data_dir / "manifest.json"
 
 
 def prepare_tuxpaint(data_dir: Path, seed: int) -> Path:
-    import os
-
-    from videotext.data.readers import read_dataset
-
     stamps = Path(os.environ.get("VIDEOTEXT_ASSETS", Path.home() / ".cache/videotext/debian")) / "tuxpaint" / "stamps"
     if not stamps.is_dir():
         raise VideoTextError(f"{stamps}: Tux Paint stamps not found; run `make assets` first")
@@ -50,9 +54,6 @@ def run_demo(data: str = "synthetic", out: str | Path = "runs/demo", videos: int
              epochs: int | None = None, data_root: str | Path = "data", progress: bool = True,
              overrides: list[str] | None = None) -> dict[str, Any]:
     """Run the demo pipeline; returns the summary printed by the CLI."""
-    from videotext.data.experts import extract_features
-    from videotext.train.trainer import Trainer
-
     timings: dict[str, float] = {}
     start = time.time()
     out = Path(out)
@@ -89,8 +90,6 @@ def run_demo(data: str = "synthetic", out: str | Path = "runs/demo", videos: int
     timings["total"] = time.time() - start
     summary["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
     summary["serve_command"] = f"videotext serve {out / 'index'}"  # the search page over the demo index
-    from videotext.io import write_json
-
     write_json(out / "demo_summary.json", summary)
     return summary
 
@@ -112,10 +111,6 @@ def _extraction_options(data: str) -> dict[str, Any]:
 
 def summarise(trainer: Any, test: dict[str, Any], data: str) -> dict[str, Any]:
     """Test metrics with ranks, the order-dependent subset, example queries, and the report."""
-    from videotext.eval.evaluate import encode_split, evaluate_encoded, order_sensitive_mask
-    from videotext.eval.report import write_report
-    from videotext.train.trainer import read_metrics_log
-
     run_dir = trainer.run_dir
     test_set = trainer.data.split(trainer.config.data.test_split)
     encoded = encode_split(trainer.method, test_set, trainer.data.read_features, device=trainer.device)
@@ -154,8 +149,6 @@ def summarise(trainer: Any, test: dict[str, Any], data: str) -> dict[str, Any]:
 def example_queries(trainer: Any, test_set: VideoTextDataset, encoded: Any, ranks: np.ndarray,
                     count: int = 6) -> list[dict[str, Any]]:
     """Search an index of the test videos with a few test captions; thumbnails for the report."""
-    from videotext.inference import LoadedModel
-
     model = LoadedModel(trainer.run_dir, trainer.method, trainer.config, trainer.device)
     index = model.build_index(test_set, trainer.run_dir / "index", features_dir=trainer.config.data.features,
                               progress=False)
@@ -184,7 +177,6 @@ def thumbnail(dataset: VideoTextDataset, video_id: str, size: int = 160) -> np.n
             img = Image.alpha_composite(background, img).convert("RGB")
             img.thumbnail((size, size))
             return np.asarray(img)
-    from videotext.data.video import probe, read_frames
 
     info = probe(path)
     frame = read_frames(path, [info.duration / 2])[0]
