@@ -23,7 +23,8 @@ from videotext.data.experts.appearance import (
     load_state_dict_by_position,
 )
 from videotext.data.experts.audio import hz_to_mel, log_mel_spectrogram, mel_filterbank
-from videotext.data.experts.extract import Item, extract_features, extract_one, plan_extraction
+from videotext.data.experts.decode import Item
+from videotext.data.experts.extract import extract_features, extract_one, plan_extraction
 from videotext.data.experts.motion import MotionExpert, flow_statistics
 from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.experts.words import glove_files, load_glove, read_string_column, tokenize

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from videotext.data.experts import extract_features
-from videotext.data.experts.extract import chunk_file
+from videotext.data.experts.chunks import chunk_file
 from videotext.data.features import FeatureStore
 from videotext.data.video_write import write_video
 
