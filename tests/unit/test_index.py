@@ -447,3 +447,25 @@ def test_update_plan_of_a_folder_needs_no_extraction(tmp_path):
     assert features_folder(None, tmp_path / "run") == tmp_path / "run" / "index.features"
     assert parts_folder(tmp_path / "idx", tmp_path / "f") == tmp_path / "idx.parts"
     assert parts_folder(None, tmp_path / "f") == tmp_path / "f" / ".index-parts"
+
+
+def test_update_with_nothing_new_only_removes_and_never_extracts(tmp_path):
+    """`build_index(update=True)` over a folder whose videos are all indexed drops the deleted
+    ones and saves, without reading a single video (the files here are empty) or a feature."""
+    from videotext.config import RunConfig
+    from videotext.inference import LoadedModel
+
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    (folder / "kept.mp4").write_bytes(b"")
+    index = Index(dim=4, model="dual")
+    index.add(unit(np.random.default_rng(0), 3, 4), [Entry("kept", video_id="kept"), Entry("gone", video_id="gone"),
+                                                     Entry("gone@0-2", start=0.0, end=2.0, video_id="gone")])
+    index.save(tmp_path / "idx")
+    model = LoadedModel(tmp_path / "run", None, RunConfig(method="dual"), torch.device("cpu"), "fp32")
+    updated = model.build_index(folder, tmp_path / "idx", update=True, progress=False)
+    assert updated.ids == ["kept"] and Index.load(tmp_path / "idx").ids == ["kept"]
+    assert not (tmp_path / "idx.features").exists()
+    with pytest.raises(VideoTextError, match="index of method 'dual'"):
+        LoadedModel(tmp_path / "run", None, RunConfig(method="mmt"), torch.device("cpu"), "fp32").open_index(
+            tmp_path / "idx")
