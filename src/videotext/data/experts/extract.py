@@ -60,6 +60,7 @@ from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
 from videotext.io import FailureLog
 from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
 
+
 # ------------------------------------------------------------------------------------
 # sources
 # ------------------------------------------------------------------------------------
@@ -81,6 +82,11 @@ def resolve_source(source: Any) -> list[Item]:
     if isinstance(source, Iterable):
         return [Item(Path(p).stem, Path(p)) for p in source]
     raise TypeError(f"cannot extract features from {type(source).__name__}")
+
+
+# ------------------------------------------------------------------------------------
+# one video, in this process
+# ------------------------------------------------------------------------------------
 
 
 def extract_one(source: str | os.PathLike | None, experts: Sequence[Expert], *,
