@@ -31,6 +31,32 @@ def tiny_synth(tmp_path_factory) -> Path:
     return root
 
 
+def serve_in_thread(app, timeout: float = 30.0):
+    """uvicorn serving `app` on a free loopback port in a daemon thread: (base URL, stop)."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + timeout
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+    return f"http://127.0.0.1:{port}", stop
+
+
 def tiny_config_overrides(root: Path) -> list[str]:
     """Config overrides that train `dual` on the tiny fixture in seconds."""
     return [f"data.manifest={root / 'manifest.json'}", f"data.features={root / 'features'}",

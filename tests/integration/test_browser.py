@@ -9,9 +9,6 @@ Never `playwright install`: the browser is /usr/bin/chromium (`make install` add
 from __future__ import annotations
 
 import dataclasses
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,12 +20,6 @@ K = 8
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
                                     "(`make install` runs `apt-get install -y chromium` as root)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -62,26 +53,11 @@ def search_case(tiny_synth, tmp_path_factory):
 
 
 def run_server(index_folder, token=None):
-    """uvicorn serving the app on a free loopback port, in a thread: (base URL, stop)."""
-    import uvicorn
-
+    """The app over `index_folder` served by uvicorn on a free loopback port: (base URL, stop)."""
+    from tests.conftest import serve_in_thread
     from videotext.search.service import create_app
 
-    port = free_port()
-    app = create_app(index_folder, token=token)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-    return f"http://127.0.0.1:{port}", stop
+    return serve_in_thread(create_app(index_folder, token=token))
 
 
 @pytest.fixture(scope="module")

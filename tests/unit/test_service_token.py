@@ -3,9 +3,6 @@ page answers 401 without `Authorization: Bearer TOKEN`. Checked on a real uvicor
 HTTP requests (the page itself in a browser: tests/integration/test_browser.py)."""
 from __future__ import annotations
 
-import threading
-import time
-
 import httpx
 import numpy as np
 import pytest
@@ -34,25 +31,12 @@ def index_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(index_folder):
-    import socket
-
-    import uvicorn
+    from tests.conftest import serve_in_thread
 
     folder, ids = index_folder
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app = create_app(folder, searcher=NamedSearcher(ids), token=TOKEN)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{port}", ids
-    server.should_exit = True
-    thread.join(timeout=10)
+    base, stop = serve_in_thread(create_app(folder, searcher=NamedSearcher(ids), token=TOKEN))
+    yield base, ids
+    stop()
 
 
 def test_every_endpoint_needs_the_token_but_the_page(server):
