@@ -313,7 +313,9 @@ def test_two_process_training_equals_one_process_and_resumes_on_one(tiny_synth, 
     assert [(e["kind"], e["step"]) for e in one] == [(e["kind"], e["step"]) for e in two]
     for a, b in zip(one, two):
         if a["kind"] == "train":
-            assert b["loss"] == pytest.approx(a["loss"], abs=1e-5)
+            # steps 1-2 equal exactly; step 3 runs on weights that went through the 2-rank all-reduce
+            # (another summation order): measured 1.4e-5 on a loss of 5.5, i.e. float32 round-off
+            assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
         if a["kind"] == "val":
             assert b["t2v"]["R1"] == pytest.approx(a["t2v"]["R1"])
 
