@@ -423,6 +423,9 @@ def index_build(
     update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, drop deleted ones."),
     window: Optional[float] = typer.Option(None, help="Index sliding-window clips of this many seconds instead of whole videos."),
     stride: Optional[float] = typer.Option(None, help="Seconds between window starts (default: half the window)."),
+    store: str = typer.Option("faiss", help="Where the vectors live: faiss (in the index folder), milvus:PATH.db "
+                                            "(Milvus Lite) or http://HOST:19530 (a Milvus server)."),
+    collection: str = typer.Option("videotext", help="Milvus collection (with a Milvus store)."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
 ) -> None:
@@ -430,7 +433,8 @@ def index_build(
     from videotext.inference import load_model
 
     index = load_model(run_dir, precision=precision, threads=threads).build_index(
-        source, out, features_dir=features, update=update, window=window, stride=stride)
+        source, out, features_dir=features, update=update, window=window, stride=stride, store=store,
+        collection=collection)
     what = "clips" if window else "videos"
     typer.echo(f"indexed {len(index)} {what} → {out}")
 
@@ -443,6 +447,8 @@ def search(
     k: int = typer.Option(10, "-k", min=1, max=1000, help="Number of results."),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes the query (default: the index's)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    where: Optional[str] = typer.Option(None, "--where", help="Keep entries whose metadata pass this filter, e.g. "
+                                                              "'start >= 30 and path startswith \"talks/\"' (docs/search.md)."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
 ) -> None:
@@ -454,7 +460,7 @@ def search(
     run = run_dir or loaded.meta.get("run_dir")
     if not run:
         raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
-    hits = load_model(run, precision=precision, threads=threads).search(query, loaded, k=k)
+    hits = load_model(run, precision=precision, threads=threads).search(query, loaded, k=k, where=where)
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
         return

@@ -37,7 +37,7 @@ from videotext.encode import encode_texts, encode_videos
 from videotext.io import atomic_path
 from videotext.models.base import Method, build_method, concat_embeddings
 from videotext.runtime import autocast, resolve_device, resolve_precision, retain_freed_memory, set_threads
-from videotext.search.build import features_folder, index_entries, parts_folder, plan_index, read_source
+from videotext.search.build import features_folder, index_entries, new_index, parts_folder, plan_index, read_source
 from videotext.search.index import Index
 from videotext.search.windows import window_clips
 from videotext.train.checkpoint import load_meta, load_weights
@@ -275,7 +275,8 @@ class LoadedModel:
 
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
                     features_dir: str | Path | None = None, progress: bool = True, update: bool = False,
-                    window: float | None = None, stride: float | None = None):
+                    window: float | None = None, stride: float | None = None, store: str = "faiss",
+                    collection: str = "videotext"):
         """Embed every video of a manifest / folder and store them in a search index.
 
         `update=True` with an existing `out`: incremental, without re-encoding what is
@@ -284,6 +285,9 @@ class LoadedModel:
         `window` (seconds): index sliding-window clips instead of whole videos, one every
         `stride` seconds (default window / 2); a clip is encoded from the feature steps that
         start inside it, exactly like a video made of those steps (`WindowFeatures`).
+        `store`: "faiss" (vectors in the index folder), "milvus:PATH.db" (Milvus Lite) or
+        "http(s)://HOST:PORT" (a Milvus server, collection `collection`); the folder `out`
+        then records the store, and `update` and `search` work the same on it.
 
         The steps: `read_source` → `plan_index` (the update diff) → `index_inputs` (features,
         extracted where missing; windows) → encode → `write_index` (entries, vectors, save).
@@ -301,11 +305,12 @@ class LoadedModel:
             dataset = dataset.subset(plan.add)
         features_dir = features_dir if features_dir is not None else features_folder(out, self.run_dir)
         if dist.env_world_size() > 1:
-            return self._build_index_by_rank(source, dataset, index, out, features_dir, progress, window, stride)
+            return self._build_index_by_rank(source, dataset, index, out, features_dir, progress, window, stride,
+                                             store, collection)
         dataset, reader = self.index_inputs(source, dataset, features_dir, progress, window, stride)
         with self.autocast():
             embedding = encode_videos(self.method, dataset, reader, device=self.device)
-        return self.write_index(index, dataset, embedding, out)
+        return self.write_index(index, dataset, embedding, out, store, collection)
 
     def open_index(self, out: str | Path | None) -> Index | None:
         """The index at `out` to update (None when there is none yet); it must be this method's."""
@@ -331,13 +336,13 @@ class LoadedModel:
         return dataset, reader
 
     def write_index(self, index: Index | None, dataset: VideoTextDataset, embedding: Any,
-                    out: str | Path | None) -> Index:
+                    out: str | Path | None, store: str = "faiss", collection: str = "videotext") -> Index:
         """Add the encoded videos of `dataset` (embedding rows in dataset order) to `index`
         (a new one when None) and save it to `out` (when given)."""
         if index is None:
             dim = int(self.method.index_vectors({k: v[:1] for k, v in embedding.items()}
                                                 if isinstance(embedding, dict) else embedding[:1]).shape[1])
-            index = Index(dim=dim, model=self.config.method)
+            index = new_index(dim, self.config.method, store, collection)
             index.meta["run_dir"] = str(self.run_dir.resolve())
         if dataset.root is not None:  # the indexed folder: the HTTP API shows paths relative to it
             index.meta["root"] = os.path.abspath(dataset.root)
@@ -348,7 +353,8 @@ class LoadedModel:
 
     def _build_index_by_rank(self, source: Any, dataset: VideoTextDataset, index: Index | None,
                              out: str | Path | None, features_dir: str | Path, progress: bool,
-                             window: float | None, stride: float | None) -> Index | None:
+                             window: float | None, stride: float | None, store: str = "faiss",
+                             collection: str = "videotext") -> Index | None:
         """`build_index` under torchrun: every rank joins the group (its GPU is
         cuda:LOCAL_RANK), the extraction is sharded (`features_for`), rank r encodes videos
         r::R into a part file, and rank 0 merges the parts and writes the index."""
@@ -362,7 +368,7 @@ class LoadedModel:
         if not dist.is_main():
             dist.barrier()  # rank 0 writes the index
             return Index.load(out) if out is not None else None
-        index = self.write_index(index, dataset, embedding, out)
+        index = self.write_index(index, dataset, embedding, out, store, collection)
         shutil.rmtree(parts, ignore_errors=True)
         dist.barrier()
         return index
@@ -393,12 +399,14 @@ class LoadedModel:
         rows = torch.tensor([position[v.id] for v in videos])
         return {k: v[rows] for k, v in merged.items()} if isinstance(merged, dict) else merged[rows]
 
-    def search(self, query: str | Sequence[str], index: Any, k: int = 10, shortlist: int | None = None):
+    def search(self, query: str | Sequence[str], index: Any, k: int = 10, shortlist: int | None = None,
+               where: str | None = None):
         """Top-k hits for one query (a list of lists for several).
 
         When the method re-scores and the index holds its parts, the index shortlists
         `shortlist` candidates (default max(10·k, 100)) and the method's own score orders
-        them; each hit's `meta["index_score"]` keeps the shortlist's dot product."""
+        them; each hit's `meta["index_score"]` keeps the shortlist's dot product. `where` keeps
+        the entries whose metadata pass that filter (`videotext.search.filters`), on either store."""
         if isinstance(index, (str, Path)):
             index = Index.load(index)
         single = isinstance(query, str)
@@ -406,13 +414,13 @@ class LoadedModel:
         text = self._run(encode_texts, self.method, texts, device=self.device)
         vectors = self._run(self.method.query_vectors, text, at_precision=False).numpy()
         if not (self.rescores and index.part_names):
-            hits = index.search(vectors, k)
+            hits = index.search(vectors, k, where=where)
             return hits[0] if single else hits
         if k < 1:
             raise VideoTextError(f"k must be at least 1, got {k}")
         width = max(k, shortlist if shortlist is not None else max(10 * k, 100))
         results = []
-        for i, candidates in enumerate(index.search(vectors, width)):
+        for i, candidates in enumerate(index.search(vectors, width, where=where)):
             one = {key: v[i : i + 1] for key, v in text.items()} if isinstance(text, dict) else text[i : i + 1]
             scores = self.rescore(one, index.parts_for([h.id for h in candidates])).tolist() if candidates else []
             order = sorted(range(len(candidates)), key=lambda j: -scores[j])[:k]

@@ -155,3 +155,43 @@ def test_index_build_update_adds_and_drops_from_the_command_line(trained_run, ti
     from videotext.search.index import Index
 
     assert sorted(e.video_id for e in Index.load(index_dir).entries()) == sorted(ids[5:12])
+
+
+def test_the_same_commands_on_a_milvus_lite_store(trained_run, tiny_synth, tmp_path):
+    """`index build --store milvus:PATH.db`, `--update`, `search --where` and the HTTP API answer as
+    on the FAISS store: the same ids with scores within 1e-5."""
+    from videotext.data.schema import VideoTextDataset
+    from videotext.search.index import Index
+    from videotext.search.milvus import MilvusIndex
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    ids = [v.id for v in dataset]
+    dataset.subset(ids[:10]).save(tmp_path / "first.json")
+    dataset.subset(ids[5:14]).save(tmp_path / "second.json")
+    common = ["--features", tiny_synth / "features"]
+    store = f"milvus:{tmp_path / 'videos.db'}"
+    for out, extra in ((tmp_path / "faiss", []), (tmp_path / "milvus", ["--store", store, "--collection", "clips"])):
+        result = invoke("index", "build", trained_run, tmp_path / "first.json", "-o", out, *common, *extra)
+        assert result.exit_code == 0 and "indexed 10 videos" in result.output, result.output
+        result = invoke("index", "build", trained_run, tmp_path / "second.json", "-o", out, *common, "--update")
+        assert result.exit_code == 0 and "indexed 9 videos" in result.output, result.output
+    milvus = Index.load(tmp_path / "milvus")
+    assert isinstance(milvus, MilvusIndex) and milvus.collection == "clips"
+    assert sorted(e.video_id for e in milvus.entries()) == sorted(ids[5:14])
+    query = dataset[ids[7]].captions[0]
+    for where in ([], ["--where", f'video_id in ["{ids[6]}", "{ids[7]}", "{ids[9]}"]']):
+        faiss_hits = json.loads(invoke("search", tmp_path / "faiss", query, "-k", "3", "--json", *where).output)
+        milvus_hits = json.loads(invoke("search", tmp_path / "milvus", query, "-k", "3", "--json", *where).output)
+        assert [h["id"] for h in milvus_hits] == [h["id"] for h in faiss_hits] and len(faiss_hits) == 3
+        assert [h["score"] for h in milvus_hits] == pytest.approx([h["score"] for h in faiss_hits], abs=1e-5)
+    assert {h["id"] for h in faiss_hits} == {ids[6], ids[7], ids[9]}
+    result = invoke("search", tmp_path / "milvus", query, "--where", "video_id ==")
+    assert result.exit_code == 2 and "filter 'video_id ==', character 12: expected a value" in result.output
+
+    from fastapi.testclient import TestClient
+
+    from videotext.search.service import create_app
+
+    served = TestClient(create_app(tmp_path / "milvus")).get("/search", params={"q": query, "k": 3}).json()
+    assert [r["id"] for r in served["results"]][:1] == [json.loads(invoke(
+        "search", tmp_path / "faiss", query, "-k", "1", "--json").output)[0]["id"]]

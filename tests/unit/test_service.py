@@ -28,13 +28,13 @@ class NamedSearcher:
         self.ids = ids
         self.calls = 0
 
-    def search(self, query: str, index: Index, k: int = 10):
+    def search(self, query: str, index: Index, k: int = 10, where: str | None = None):
         self.calls += 1
         words = set(re.findall(r"[\w#]+", query))
         vec = np.array([1.0 if i in words else 0.0 for i in self.ids] + [0.0] * (DIM - len(self.ids)), np.float32)
         if not vec.any():
             vec[:] = 1.0
-        return index.search_one(vec, k)
+        return index.search_one(vec, k, where=where)
 
 
 @pytest.fixture(scope="module")
@@ -227,3 +227,12 @@ def test_bounded_load_has_no_errors(served):
     assert (result["requests"], result["errors"]) == (120, 0), result["error_samples"]
     assert searcher.calls - before == 100
     assert 0 < result["p50_ms"] <= result["p95_ms"] <= result["p99_ms"] and result["throughput_rps"] > 0
+
+
+def test_search_takes_a_metadata_filter(served):
+    _, client, _ = served
+    everything = [h["id"] for h in client.get("/search", params={"q": "v0 v1 v2", "k": 5}).json()["results"]]
+    clips = client.get("/search", params={"q": "v0 v1 v2", "k": 5, "where": "start >= 1"}).json()["results"]
+    assert len(everything) == 5 and [h["id"] for h in clips] == ["v0#2"]
+    bad = client.get("/search", params={"q": "v0", "where": "start >>= 1"})
+    assert bad.status_code == 400 and bad.json()["detail"].startswith("filter 'start >>= 1', character 8:")

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from videotext.data.readers import read_dataset
 from videotext.data.schema import VideoTextDataset
-from videotext.search.index import Entry
+from videotext.errors import VideoTextError
+from videotext.search.index import Entry, Index
+from videotext.search.milvus import MilvusIndex, is_milvus_uri
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,16 @@ def plan_index(dataset: VideoTextDataset, entries: Sequence[Entry] = ()) -> Inde
     keep = [e.id for e in entries if e.video_id in wanted]
     indexed = {e.video_id for e in entries if e.video_id in wanted}
     return IndexPlan(add=[v.id for v in dataset if v.id not in indexed], remove=remove, keep=keep)
+
+
+def new_index(dim: int, model: str, store: str = "faiss", collection: str = "videotext") -> Any:
+    """An empty index for vectors of `dim`: FAISS in the index folder (`store="faiss"`), or a
+    Milvus collection (`milvus:PATH.db` for Milvus Lite, `http(s)://HOST:PORT` for a server)."""
+    if store == "faiss":
+        return Index(dim=dim, model=model)
+    if is_milvus_uri(store):
+        return MilvusIndex(store, dim, model=model, collection=collection)
+    raise VideoTextError(f"--store {store!r}: expected faiss, milvus:PATH.db or http(s)://HOST:PORT")
 
 
 def features_folder(out: str | os.PathLike | None, run_dir: Path) -> Path:

@@ -404,12 +404,12 @@ class Index:
             self._filter = (dead, faiss.IDSelectorNot(dead))  # keeps both alive
         return self._filter[1]
 
-    def search_one(self, query: Any, k: int = 10) -> list[Hit]:
+    def search_one(self, query: Any, k: int = 10, where: str | None = None) -> list[Hit]:
         """`search` for one query vector [D]."""
         q = _as_matrix(query, "query")
         if len(q) != 1:
             raise VideoTextError(f"search_one takes one query vector, got {len(q)}; use search()")
-        return self.search(q, k)[0]
+        return self.search(q, k, where)[0]
 
     def embeddings_for(self, ids: Sequence[str]) -> np.ndarray:
         """Stored (normalised) embeddings [len(ids), D], e.g. to re-score a shortlist with a

@@ -1,6 +1,7 @@
 """The HTTP search service behind `videotext serve INDEX`: FastAPI app + static web page.
 
-    GET /search?q=…&k=…     ranked hits as JSON (id, path, start, end, score, thumbnail URL)
+    GET /search?q=…&k=…     ranked hits as JSON (id, path, start, end, score, thumbnail URL);
+                            `where=` keeps entries whose metadata pass a filter (search.filters)
                             `path` is relative to the indexed folder (`index.meta["root"]`),
                             else the file name: the server's own paths are never shown
     GET /thumbnail/{id}     a JPEG frame from the clip's start (cached in memory)
@@ -41,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from videotext.data.video import probe, read_frames
 from videotext.errors import VideoTextError
+from videotext.search.filters import parse_filter
 from videotext.search.index import Entry, Index
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -251,14 +253,21 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
     def search(
         q: str = Query(..., min_length=1, max_length=max_query_chars, description="Text query."),
         k: int = Query(10, ge=1, le=max_k, description="Number of results."),
+        where: Optional[str] = Query(None, max_length=2000, description="Metadata filter, e.g. start >= 30 and "
+                                     "split == \"test\" (the grammar of videotext.search.filters)."),
     ) -> SearchResponse:
         text = q.strip()
         if not text:
             raise HTTPException(422, "q: the query is empty")
         if not len(index):
             return SearchResponse(query=text, k=k, results=[])
-        with model_lock:
-            hits = searcher.search(text, index, k=k)
+        if where is not None and where.strip():
+            parse_filter(where)  # a malformed filter is a 400 naming the position, before the model runs
+            with model_lock:
+                hits = searcher.search(text, index, k=k, where=where)
+        else:
+            with model_lock:
+                hits = searcher.search(text, index, k=k)
         root = index.meta.get("root")
         results = []
         for h in hits:
