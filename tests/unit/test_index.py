@@ -469,3 +469,29 @@ def test_update_with_nothing_new_only_removes_and_never_extracts(tmp_path):
     with pytest.raises(VideoTextError, match="index of method 'dual'"):
         LoadedModel(tmp_path / "run", None, RunConfig(method="mmt"), torch.device("cpu"), "fp32").open_index(
             tmp_path / "idx")
+
+
+def test_built_entries_carry_the_metadata_filters_use():
+    from videotext.data.schema import Video, VideoTextDataset
+    from videotext.search.build import index_entries
+    from videotext.search.filters import entry_fields, matches, parse_filter
+    from videotext.search.windows import window_clips
+
+    videos = [Video("a", path="a.mp4", duration=30.0, captions=["x"], meta={"tags": ["keynote"]}),
+              Video("b", path="b.mp4", duration=90.0, captions=["y"])]
+    dataset = VideoTextDataset("talks", videos, {"train": ["a"], "test": ["b"]})
+    a, b = index_entries(dataset)
+    assert a.meta == {"captions": ["x"], "duration": 30.0, "dataset": "talks", "split": "train", "tags": ["keynote"]}
+    assert b.meta == {"captions": ["y"], "duration": 90.0, "dataset": "talks", "split": "test"}
+    assert [e.id for e in (a, b) if matches(parse_filter('split == "test" and duration > 60'), entry_fields(e))] == ["b"]
+
+    class Reader:  # durations from the videos themselves
+        store, experts, max_steps = None, [], 30
+
+    clips, _ = window_clips(dataset, Reader(), 20.0, 20.0)
+    entries = index_entries(clips)
+    assert [(e.video_id, e.start, e.end, e.meta["duration"], e.meta["split"]) for e in entries] == [
+        ("a", 0.0, 20.0, 30.0, "train"), ("a", 20.0, 30.0, 30.0, "train"),
+        ("b", 0.0, 20.0, 90.0, "test"), ("b", 20.0, 40.0, 90.0, "test"), ("b", 40.0, 60.0, 90.0, "test"),
+        ("b", 60.0, 80.0, 90.0, "test"), ("b", 80.0, 90.0, 90.0, "test")]
+    assert entries[0].meta["tags"] == ["keynote"]

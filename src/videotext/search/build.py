@@ -71,7 +71,18 @@ def parts_folder(out: str | os.PathLike | None, features_dir: str | os.PathLike)
 
 def index_entries(dataset: VideoTextDataset) -> list[Entry]:
     """One entry per video or clip of `dataset`, in order: absolute media path, clip times
-    (a whole video spans [0, duration]), the video it belongs to, its first caption."""
-    return [Entry(id=v.id, path=os.path.abspath(dataset.media_path(v)) if v.path else None,
-                  start=v.meta.get("start", 0.0), end=v.meta.get("end", v.duration),
-                  video_id=v.meta.get("video_id", v.id), meta={"captions": v.captions[:1]}) for v in dataset]
+    (a whole video spans [0, duration]), the video it belongs to, its first caption, and the
+    metadata filters use where the dataset knows them (`videotext.search.filters`): the
+    video's duration, the dataset's name, the split holding the video, and `tags` from the
+    manifest (a video's `meta["tags"]`)."""
+    split_of = {video_id: split for split, ids in dataset.splits.items() for video_id in ids}
+    entries = []
+    for v in dataset:
+        video_id = v.meta.get("video_id", v.id)
+        meta = {"captions": v.captions[:1], "duration": v.meta.get("video_duration", v.duration),
+                "dataset": dataset.name or None, "split": split_of.get(video_id, split_of.get(v.id)),
+                "tags": list(v.meta["tags"]) if isinstance(v.meta.get("tags"), (list, tuple)) else None}
+        entries.append(Entry(id=v.id, path=os.path.abspath(dataset.media_path(v)) if v.path else None,
+                             start=v.meta.get("start", 0.0), end=v.meta.get("end", v.duration), video_id=video_id,
+                             meta={k: value for k, value in meta.items() if value is not None}))
+    return entries

@@ -65,14 +65,18 @@ def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float
                  stride: float) -> tuple[VideoTextDataset, WindowFeatures]:
     """Each video's sliding windows (`search.index.sliding_windows`) as a dataset of clips
     (ids `VIDEO@START-END`, meta start/end/video_id) and the reader of their features."""
-    clips, windows = [], {}
+    clips, windows, clips_of = [], {}, {}
     for video in dataset:
-        for start, end in sliding_windows(_duration(video, reader), window, stride):
+        duration = _duration(video, reader)
+        for start, end in sliding_windows(duration, window, stride):
             clip_id = f"{video.id}@{start:g}-{end:g}"
             windows[clip_id] = (video.key, start, end)
+            clips_of.setdefault(video.id, []).append(clip_id)
             clips.append(dataclasses.replace(video, id=clip_id, feature_key=clip_id, duration=end - start,
-                                             meta={**video.meta, "start": start, "end": end, "video_id": video.id}))
-    return VideoTextDataset(dataset.name, clips, root=dataset.root), WindowFeatures(reader, windows)
+                                             meta={**video.meta, "start": start, "end": end, "video_id": video.id,
+                                                   "video_duration": duration}))
+    splits = {name: [c for video_id in ids for c in clips_of.get(video_id, ())] for name, ids in dataset.splits.items()}
+    return (VideoTextDataset(dataset.name, clips, splits, root=dataset.root), WindowFeatures(reader, windows))
 
 
 def _duration(video: Any, reader: VideoFeatures) -> float:
