@@ -261,13 +261,12 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             raise HTTPException(422, "q: the query is empty")
         if not len(index):
             return SearchResponse(query=text, k=k, results=[])
+        options = {}
         if where is not None and where.strip():
             parse_filter(where)  # a malformed filter is a 400 naming the position, before the model runs
-            with model_lock:
-                hits = searcher.search(text, index, k=k, where=where)
-        else:
-            with model_lock:
-                hits = searcher.search(text, index, k=k)
+            options["where"] = where
+        with model_lock:
+            hits = searcher.search(text, index, k=k, **options)
         root = index.meta.get("root")
         results = []
         for h in hits:
