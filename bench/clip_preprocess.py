@@ -23,6 +23,7 @@ import argparse
 import importlib.util
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,32 +32,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its test clip maker
+from tests.unit.test_clip_preprocess import synthetic_video  # noqa: E402
+
 CAPTIONS = ["a rabbit sits on the grass", "a man in a suit walks between parked cars", "a tree in the wind",
             "people walking in a hall", "coloured shapes moving on a dark background", "a man on the phone"]
 ASSETS = Path(os.environ.get("VIDEOTEXT_ASSETS", Path.home() / ".cache/videotext/debian")) / "opencv" / "videos"
-
-
-def synthetic_video(path: Path, width: int = 320, height: int = 180, seconds: float = 6.0, fps: int = 10) -> Path:
-    """A non-square H.264 clip: a gradient with two coloured boxes that move (deterministic)."""
-    import av
-
-    ys, xs = np.mgrid[0:height, 0:width]
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for index in range(int(seconds * fps)):
-            frame = np.zeros((height, width, 3), np.uint8)
-            frame[..., 0] = (xs * 255 // width).astype(np.uint8)
-            frame[..., 2] = (ys * 255 // height).astype(np.uint8)
-            left = (index * 7) % (width - 60)
-            frame[40:100, left : left + 60] = (250, 220, 30)
-            top = (index * 3) % (height - 40)
-            frame[top : top + 40, width - 90 : width - 30] = (30, 200, 90)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
 
 
 def clip_folder(folder: Path) -> Path:
@@ -70,7 +51,7 @@ def clip_folder(folder: Path) -> Path:
     for source in sources:
         if source.is_file():
             (folder / source.name).symlink_to(source)
-    synthetic_video(folder / "synthetic_320x180.mp4")
+    synthetic_video(folder / "synthetic_320x180.mp4", seconds=6.0)
     return folder
 
 

@@ -31,26 +31,18 @@ CAPTIONS = ["a rabbit sits on the grass", "a man in a suit walks between parked 
 
 
 def synthetic_video(path: Path, width: int = 320, height: int = 180, seconds: float = 4.0, fps: int = 10) -> Path:
-    """A non-square H.264 clip: a gradient with two coloured boxes that move."""
-    import av
+    """A non-square H.264 clip: a gradient with two coloured boxes that move (deterministic)."""
+    from videotext.data.video_write import write_video
 
     ys, xs = np.mgrid[0:height, 0:width]
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for index in range(int(seconds * fps)):
-            frame = np.zeros((height, width, 3), np.uint8)
-            frame[..., 0] = (xs * 255 // width).astype(np.uint8)
-            frame[..., 2] = (ys * 255 // height).astype(np.uint8)
-            left = (index * 7) % (width - 60)
-            frame[40:100, left : left + 60] = (250, 220, 30)
-            top = (index * 3) % (height - 40)
-            frame[top : top + 40, width - 90 : width - 30] = (30, 200, 90)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
+    frames = np.zeros((int(seconds * fps), height, width, 3), np.uint8)  # [T, H, W, 3]
+    frames[..., 0] = (xs * 255 // width).astype(np.uint8)
+    frames[..., 2] = (ys * 255 // height).astype(np.uint8)
+    for index, frame in enumerate(frames):
+        left, top = (index * 7) % (width - 60), (index * 3) % (height - 40)
+        frame[40:100, left : left + 60] = (250, 220, 30)
+        frame[top : top + 40, width - 90 : width - 30] = (30, 200, 90)
+    return write_video(path, frames, fps)
 
 
 def video_folder(tmp_path: Path) -> Path:
