@@ -61,6 +61,17 @@ def clustered_vectors(rng: np.random.Generator, centres: np.ndarray, n: int, spr
     return out
 
 
+def clustered_dataset(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(vectors [n, dim], queries [queries, dim], names) of the clustered generator: `args.clusters`
+    centres in a 32-d subspace, `args.spread` noise, seeded by `args.seed`."""
+    rng = np.random.default_rng(args.seed)
+    basis = rng.standard_normal((32, args.dim), dtype=np.float32)
+    centres = unit_vectors(rng, args.clusters, args.dim, basis)
+    data = clustered_vectors(rng, centres, args.n, args.spread)
+    queries = clustered_vectors(rng, centres, args.queries, args.spread)
+    return data, queries, [f"video{i:07d}" for i in range(args.n)]
+
+
 def rss_mb() -> float:
     """Resident memory of this process (MB), from /proc."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -227,13 +238,8 @@ def main() -> None:
 
 def clustered_main(args: argparse.Namespace) -> None:
     """Embedding-like data, HNSW vs exact; build time, memory, save/load."""
-    rng = np.random.default_rng(args.seed)
     t = time.perf_counter()
-    basis = rng.standard_normal((32, args.dim), dtype=np.float32)
-    centres = unit_vectors(rng, args.clusters, args.dim, basis)
-    data = clustered_vectors(rng, centres, args.n, args.spread)
-    queries = clustered_vectors(rng, centres, args.queries, args.spread)
-    names = [f"video{i:07d}" for i in range(args.n)]
+    data, queries, names = clustered_dataset(args)
     print(f"clustered: n={args.n} dim={args.dim} clusters={args.clusters} spread={args.spread} "
           f"queries={args.queries} k={args.k} threads={faiss.omp_get_max_threads()} faiss={faiss.__version__} "
           f"(data {time.perf_counter() - t:.1f}s)", flush=True)

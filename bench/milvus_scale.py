@@ -29,8 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index import unit_vectors  # noqa: E402  (bench/index.py)
-from index_scale import clustered_vectors, percentiles  # noqa: E402
+from index_scale import clustered_dataset, percentiles  # noqa: E402  (bench/index_scale.py)
 from videotext.io import write_json  # noqa: E402
 from videotext.search import Index  # noqa: E402
 from videotext.search.milvus import MilvusIndex  # noqa: E402
@@ -74,12 +73,7 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/milvus_scale.json")
     args = parser.parse_args()
 
-    rng = np.random.default_rng(args.seed)
-    basis = rng.standard_normal((32, args.dim), dtype=np.float32)
-    centres = unit_vectors(rng, args.clusters, args.dim, basis)
-    data = clustered_vectors(rng, centres, args.n, args.spread)
-    queries = clustered_vectors(rng, centres, args.queries, args.spread)
-    names = [f"video{i:07d}" for i in range(args.n)]
+    data, queries, names = clustered_dataset(args)
     print(f"n={args.n} dim={args.dim} queries={args.queries} k={args.k} faiss={faiss.__version__} "
           f"threads={faiss.omp_get_max_threads()}", flush=True)
     flat = Index(args.dim, kind="flat")
