@@ -420,7 +420,7 @@ def index_build(
     source: Path = typer.Argument(..., help="A folder of videos or a manifest.json."),
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
     features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
-    update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, drop deleted ones."),
+    update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, re-index changed ones, drop deleted ones."),
     window: Optional[float] = typer.Option(None, help="Index sliding-window clips of this many seconds instead of whole videos."),
     stride: Optional[float] = typer.Option(None, help="Seconds between window starts (default: half the window)."),
     store: str = typer.Option("faiss", help="Where the vectors live: faiss (in the index folder), milvus:PATH.db "
@@ -432,11 +432,17 @@ def index_build(
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
 
-    index = load_model(run_dir, precision=precision, threads=threads).build_index(
-        source, out, features_dir=features, update=update, window=window, stride=stride, store=store,
-        collection=collection)
+    model = load_model(run_dir, precision=precision, threads=threads)
+    index = model.build_index(source, out, features_dir=features, update=update, window=window, stride=stride,
+                              store=store, collection=collection)
+    if index is None:  # a torchrun rank other than 0 on a one-writer store: rank 0 reports
+        return
     what = "clips" if window else "videos"
     typer.echo(f"indexed {len(index)} {what} → {out}")
+    if update:
+        plan = model.last_build.plan
+        typer.echo(f"update: {len(plan.add) - len(plan.changed)} videos added, {len(plan.changed)} changed in place "
+                   f"(encoded again), {len(plan.gone)} deleted, {len(plan.keep)} entries kept as they were")
 
 
 @app.command()

@@ -20,7 +20,7 @@ import dataclasses
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -37,8 +37,10 @@ from videotext.encode import encode_texts, encode_videos
 from videotext.io import atomic_path
 from videotext.models.base import Method, build_method, concat_embeddings
 from videotext.runtime import autocast, resolve_device, resolve_precision, retain_freed_memory, set_threads
-from videotext.search.build import features_folder, index_entries, new_index, parts_folder, plan_index, read_source
+from videotext.search.build import (IndexPlan, features_folder, fingerprint_videos, index_entries, new_index,
+                                    parts_folder, plan_index, read_source)
 from videotext.search.index import Index
+from videotext.search.milvus import MilvusIndex
 from videotext.search.windows import window_clips
 from videotext.train.checkpoint import load_meta, load_weights
 
@@ -119,12 +121,22 @@ class _ArrayStore:
         return values, np.full(len(values), np.nan)
 
 
+class BuildPlan(NamedTuple):
+    """What `LoadedModel.build_index` does, decided on rank 0 before anything is decoded."""
+
+    plan: IndexPlan  # videos to add, entries to remove and keep
+    fingerprints: dict[str, dict]  # video id -> content fingerprint of its file
+    to_server: bool  # a Milvus server: under torchrun every rank inserts its own rows
+    nothing_to_add: bool  # an update that only removes entries (or changes nothing)
+
+
 class LoadedModel:
     """A trained method with the data settings it was trained with."""
 
     def __init__(self, run_dir: Path, method: Method, config: Any, device: torch.device,
                  precision: str | None = None):
         self.run_dir, self.method, self.config, self.device = run_dir, method, config, device
+        self.last_build: BuildPlan | None = None
         self.precision = precision or config.inference.precision  # auto | fp32 | bf16
         self.dtype = resolve_precision(self.precision, device)  # torch.bfloat16, or None for fp32
         self.expert_dims: dict[str, int] = {}  # feature width per expert, from the checkpoint
@@ -279,9 +291,10 @@ class LoadedModel:
                     collection: str = "videotext"):
         """Embed every video of a manifest / folder and store them in a search index.
 
-        `update=True` with an existing `out`: incremental, without re-encoding what is
-        there: videos of `source` not yet in the index are added, entries whose video is
-        no longer in `source` are removed (deleted files), the rest is kept.
+        `update=True` with an existing `out`: incremental: videos of `source` not yet in the
+        index are added, entries whose video is no longer in `source` are removed (deleted
+        files), videos whose file changed in place (its sha256, `fingerprint_videos`) are
+        encoded again from freshly extracted features, and the rest is kept without decoding.
         `window` (seconds): index sliding-window clips instead of whole videos, one every
         `stride` seconds (default window / 2); a clip is encoded from the feature steps that
         start inside it, exactly like a video made of those steps (`WindowFeatures`).
@@ -289,28 +302,54 @@ class LoadedModel:
         "http(s)://HOST:PORT" (a Milvus server, collection `collection`); the folder `out`
         then records the store, and `update` and `search` work the same on it.
 
-        The steps: `read_source` → `plan_index` (the update diff) → `index_inputs` (features,
-        extracted where missing; windows) → encode → `write_index` (entries, vectors, save).
-        Under torchrun (`_build_index_by_rank`) the same steps run with the extraction and the
-        encoding sharded by rank, and rank 0 writes the index."""
+        Crash safety: nothing is written to the index before every video is encoded; a FAISS
+        folder is then replaced atomically; a fresh Milvus build over an existing collection
+        fills a staging collection and swaps it in (`MilvusIndex.publish`); a Milvus update
+        names the videos it is writing in index.json until it is done, and the next update
+        encodes those again. So a failed build or update leaves the previous index searchable.
+
+        The steps: `read_source` → `plan_update` (fingerprints, the update diff, stale
+        features discarded) → `index_inputs` (features, extracted where missing; windows) →
+        encode → `write_index` (entries, vectors; removals last; save). Under torchrun
+        (`_build_index_by_rank`) the same steps run with the extraction and the encoding
+        sharded by rank."""
         source = source if isinstance(source, VideoTextDataset) else Path(source)
         dataset = read_source(source)
-        index = self.open_index(out) if update else None
-        plan = plan_index(dataset, index.entries() if index is not None else ())
-        if index is not None:
-            index.remove(plan.remove)
-            if not plan.add:
-                index.save(out)
-                return index
-            dataset = dataset.subset(plan.add)
-        features_dir = features_dir if features_dir is not None else features_folder(out, self.run_dir)
+        features_dir = Path(features_dir) if features_dir is not None else features_folder(out, self.run_dir)
         if dist.env_world_size() > 1:
-            return self._build_index_by_rank(source, dataset, index, out, features_dir, progress, window, stride,
+            self._join_ranks()
+        index = self.open_index(out) if update and dist.is_main() else None
+        build = dist.broadcast_object(self.plan_update(dataset, index, features_dir, store, progress)
+                                      if dist.is_main() else None)
+        self.last_build = build  # what this build did (the command line reports it)
+        todo = dataset.subset(build.plan.add)
+        if dist.env_world_size() > 1:
+            return self._build_index_by_rank(source, todo, index, build, out, features_dir, progress, window, stride,
                                              store, collection)
-        dataset, reader = self.index_inputs(source, dataset, features_dir, progress, window, stride)
+        if build.nothing_to_add:
+            return self.finish_index(index, build.plan, set(), out)
+        todo, reader = self.index_inputs(source, todo, features_dir, progress, window, stride, build.fingerprints)
         with self.autocast():
-            embedding = encode_videos(self.method, dataset, reader, device=self.device)
-        return self.write_index(index, dataset, embedding, out, store, collection)
+            embedding = encode_videos(self.method, todo, reader, device=self.device)
+        index = index if index is not None else self.new_index(self._index_dim(embedding), store, collection)
+        return self.write_index(index, todo, embedding, out, build.plan, build.fingerprints)
+
+    def plan_update(self, dataset: VideoTextDataset, index: Any, features_dir: Path, store: str,
+                    progress: bool) -> "BuildPlan":
+        """What a build does (`BuildPlan`), decided before anything is decoded. Features of a video whose file changed since they were extracted
+        (the store's `sources.json`, or the index's hash) are discarded, to be made again."""
+        entries = index.entries() if index is not None else []
+        features = FeatureStore(features_dir)
+        sources = features.sources() if features_dir.is_dir() else {}
+        fingerprints = fingerprint_videos(dataset, entries, sources, progress)
+        plan = plan_index(dataset, entries, fingerprints, index.meta.get("pending", ()) if index is not None else ())
+        stale = {dataset[i].key for i in plan.changed}
+        stale |= {v.key for v in dataset if v.id in fingerprints
+                  and sources.get(v.key, {}).get("hash") not in (None, fingerprints[v.id]["hash"])}
+        if stale and features_dir.is_dir():
+            features.discard(stale)
+        to_server = index.is_server if isinstance(index, MilvusIndex) else index is None and store.startswith("http")
+        return BuildPlan(plan, fingerprints, to_server, nothing_to_add=index is not None and not plan.add)
 
     def open_index(self, out: str | Path | None) -> Index | None:
         """The index at `out` to update (None when there is none yet); it must be this method's."""
@@ -323,55 +362,129 @@ class LoadedModel:
         return index
 
     def index_inputs(self, source: Any, dataset: VideoTextDataset, features_dir: str | Path, progress: bool,
-                     window: float | None, stride: float | None) -> tuple[VideoTextDataset, VideoFeatures]:
+                     window: float | None, stride: float | None,
+                     fingerprints: dict[str, dict] | None = None) -> tuple[VideoTextDataset, VideoFeatures]:
         """The videos (or their windows) to encode and their feature reader: features are
-        extracted where missing, videos no expert could read are left out."""
+        extracted where missing (and the media fingerprints they came from recorded), videos
+        no expert could read are left out."""
         reader = self.features_for(dataset, features_dir, progress)
         present = [v for v in dataset if any(reader.store.has(e, v.key) for e in self.experts)]
         if not present:
             raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
+        if fingerprints and dist.is_main():
+            reader.store.record_sources({v.key: {**fingerprints[v.id], "path": os.path.abspath(dataset.media_path(v))}
+                                         for v in present if v.id in fingerprints})
         dataset = dataset.subset([v.id for v in present])
         if window:
             dataset, reader = window_clips(dataset, reader, window, stride or window / 2)
         return dataset, reader
 
-    def write_index(self, index: Index | None, dataset: VideoTextDataset, embedding: Any,
-                    out: str | Path | None, store: str = "faiss", collection: str = "videotext") -> Index:
-        """Add the encoded videos of `dataset` (embedding rows in dataset order) to `index`
-        (a new one when None) and save it to `out` (when given)."""
-        if index is None:
-            dim = int(self.method.index_vectors({k: v[:1] for k, v in embedding.items()}
-                                                if isinstance(embedding, dict) else embedding[:1]).shape[1])
-            index = new_index(dim, self.config.method, store, collection)
-            index.meta["run_dir"] = str(self.run_dir.resolve())
+    def new_index(self, dim: int, store: str = "faiss", collection: str = "videotext") -> Any:
+        """An empty index for this method's `dim`-d vectors; a fresh Milvus build over an
+        existing collection goes into a staging collection (`MilvusIndex.publish`)."""
+        index = new_index(dim, self.config.method, store, collection, staged=True)
+        index.meta["run_dir"] = str(self.run_dir.resolve())
+        return index
+
+    def write_index(self, index: Any, dataset: VideoTextDataset, embedding: Any, out: str | Path | None,
+                    plan: IndexPlan | None = None, fingerprints: dict[str, dict] | None = None) -> Any:
+        """Add the encoded videos of `dataset` (embedding rows in dataset order) to `index`,
+        then remove what `plan` drops and save it to `out` (when given). A Milvus update
+        first records the videos it writes as pending (see `build_index`)."""
         if dataset.root is not None:  # the indexed folder: the HTTP API shows paths relative to it
             index.meta["root"] = os.path.abspath(dataset.root)
-        self.add_to_index(index, embedding, index_entries(dataset))
+        entries = index_entries(dataset, fingerprints)
+        self.mark_pending(index, plan, out)
+        if embedding is not None:
+            self.add_to_index(index, embedding, entries)
+        return self.finish_index(index, plan, {e.id for e in entries}, out)
+
+    @staticmethod
+    def mark_pending(index: Any, plan: IndexPlan | None, out: str | Path | None) -> None:
+        """Before writing into a Milvus collection in place, name the videos written in index.json."""
+        if isinstance(index, MilvusIndex) and index.final is None and out is not None and plan is not None:
+            index.meta["pending"] = list(plan.add)
+            index.save(out)
+
+    @staticmethod
+    def finish_index(index: Any, plan: IndexPlan | None, added: set[str], out: str | Path | None) -> Any:
+        """The last writes of a build or an update: the entries `plan` drops (those not just
+        re-added under the same id), a staging collection swapped in, the folder saved."""
+        if plan is not None:
+            index.remove([i for i in plan.remove if i not in added])
+        index.meta.pop("pending", None)
+        if isinstance(index, MilvusIndex):
+            index.publish()
         if out is not None:
             index.save(out)
         return index
 
-    def _build_index_by_rank(self, source: Any, dataset: VideoTextDataset, index: Index | None,
-                             out: str | Path | None, features_dir: str | Path, progress: bool,
-                             window: float | None, stride: float | None, store: str = "faiss",
-                             collection: str = "videotext") -> Index | None:
-        """`build_index` under torchrun: every rank joins the group (its GPU is
-        cuda:LOCAL_RANK), the extraction is sharded (`features_for`), rank r encodes videos
-        r::R into a part file, and rank 0 merges the parts and writes the index."""
+    def _join_ranks(self) -> None:
+        """Join torchrun's group (this rank's GPU is cuda:LOCAL_RANK)."""
         rank_device = dist.init_distributed(str(self.device))
         if rank_device is not None and rank_device != self.device:
             self.device = rank_device
             self.method.to(rank_device)
-        dataset, reader = self.index_inputs(source, dataset, features_dir, progress, window, stride)
-        parts = parts_folder(out, features_dir)
-        embedding = self._encode_by_rank(dataset, reader, parts)
-        if not dist.is_main():
-            dist.barrier()  # rank 0 writes the index
-            return Index.load(out) if out is not None else None
-        index = self.write_index(index, dataset, embedding, out, store, collection)
-        shutil.rmtree(parts, ignore_errors=True)
-        dist.barrier()
-        return index
+
+    def _build_index_by_rank(self, source: Any, todo: VideoTextDataset, index: Any, build: "BuildPlan",
+                             out: str | Path | None, features_dir: Path, progress: bool, window: float | None,
+                             stride: float | None, store: str, collection: str) -> Any:
+        """`build_index` under torchrun: the extraction is sharded (`features_for`) and rank r
+        encodes videos r::R. Into a Milvus server every rank inserts its own rows into the
+        collection rank 0 prepared (`_insert_by_rank`); into FAISS or Milvus Lite (one writer)
+        the ranks leave their embeddings in part files and rank 0 merges and writes them.
+        Every rank returns the index (None where Milvus Lite's file is held by rank 0)."""
+        reader = None
+        if not build.nothing_to_add:
+            todo, reader = self.index_inputs(source, todo, features_dir, progress, window, stride, build.fingerprints)
+        if build.to_server:
+            self._insert_by_rank(None if build.nothing_to_add else todo, reader, index, build, out, store, collection)
+        else:
+            parts = parts_folder(out, features_dir)
+            embedding = None if build.nothing_to_add else self._encode_by_rank(todo, reader, parts)
+            if dist.is_main():
+                if index is None:
+                    index = self.new_index(self._index_dim(embedding), store, collection)
+                self.write_index(index, todo, embedding, out, build.plan, build.fingerprints)
+                shutil.rmtree(parts, ignore_errors=True)
+        lite = dist.broadcast_object(isinstance(index, MilvusIndex) and not index.is_server if dist.is_main() else None)
+        if dist.is_main():
+            return index
+        return None if out is None or lite else Index.load(out)
+
+    def _insert_by_rank(self, todo: VideoTextDataset | None, reader: VideoFeatures | None, index: Any,
+                        build: "BuildPlan", out: str | Path | None, store: str, collection: str) -> None:
+        """Every rank encodes videos r::R and upserts them into the Milvus server's collection,
+        which rank 0 opened (or created, staged over an existing one) and marked pending;
+        after a barrier rank 0 removes what the plan drops, publishes and saves the folder."""
+        added: set[str] = set()
+        if todo is not None:
+            mine = todo.subset([v.id for v in list(todo)[dist.rank() :: dist.world()]])
+            embedding = None
+            if len(mine):
+                with self.autocast():
+                    embedding = encode_videos(self.method, mine, reader, device=self.device)
+            dims = [d for d in dist.all_gather_object(None if embedding is None else self._index_dim(embedding))
+                    if d is not None]
+            if dist.is_main():
+                index = index if index is not None else self.new_index(dims[0], store, collection)
+                if todo.root is not None:
+                    index.meta["root"] = os.path.abspath(todo.root)
+                self.mark_pending(index, build.plan, out)
+            location, name, dim = dist.broadcast_object((index.location, index.collection, index.dim)
+                                                        if dist.is_main() else None)
+            if embedding is not None:
+                writer = index if dist.is_main() else MilvusIndex(location, dim, self.config.method, name, create=False)
+                self.add_to_index(writer, embedding, index_entries(mine, build.fingerprints))
+            added = {e.id for e in index_entries(todo)}
+            dist.barrier()  # every rank's rows are in
+        if dist.is_main():
+            self.finish_index(index, build.plan, added, out)
+
+    def _index_dim(self, embedding: Any) -> int:
+        """The dimension of this method's index vectors, read off an embedding."""
+        first = {k: v[:1] for k, v in embedding.items()} if isinstance(embedding, dict) else embedding[:1]
+        return int(self.method.index_vectors(first).shape[1])
 
     def _encode_by_rank(self, dataset: VideoTextDataset, reader: VideoFeatures, parts: Path) -> Any:
         """Embed this rank's videos (r::R) into `parts/rank<r>-of<R>.pt` (atomic; a finished

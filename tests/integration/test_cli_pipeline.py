@@ -195,3 +195,51 @@ def test_the_same_commands_on_a_milvus_lite_store(trained_run, tiny_synth, tmp_p
     served = TestClient(create_app(tmp_path / "milvus")).get("/search", params={"q": query, "k": 3}).json()
     assert [r["id"] for r in served["results"]][:1] == [json.loads(invoke(
         "search", tmp_path / "faiss", query, "-k", "1", "--json").output)[0]["id"]]
+
+
+@pytest.mark.parametrize("store", ["faiss", "milvus"])
+def test_a_file_changed_in_place_is_encoded_again_and_nothing_else_is_decoded(trained_run, tiny_synth, tmp_path,
+                                                                             monkeypatch, store):
+    """`--update` after one video file was overwritten in place with other footage: only that
+    file is decoded again (its stale features discarded), its vector becomes the new
+    footage's, every other vector is untouched; an update with nothing changed decodes and
+    hashes nothing."""
+    import videotext.data.media_files as media_files
+    import videotext.inference as inference
+    from videotext.search.index import Index
+
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    names = sorted((tiny_synth / "videos").glob("*.mp4"))[:4]
+    for name in names:
+        shutil.copy(name, folder / name.name)
+    out = tmp_path / "idx"
+    extra = ["--store", f"milvus:{tmp_path / 'v.db'}"] if store == "milvus" else []
+    assert "indexed 4 videos" in invoke("index", "build", trained_run, folder, "-o", out, *extra).output
+    before = Index.load(out)
+    ids = sorted(before.ids)
+    vectors = dict(zip(ids, before.embeddings_for(ids)))
+    changed, footage = names[1].stem, names[3]
+    shutil.copyfile(footage, folder / names[1].name)  # the same name, other content
+
+    decoded, hashed = [], []
+    real_extract, real_hash = inference.extract_features, media_files.sha256_of
+    monkeypatch.setattr(inference, "extract_features",
+                        lambda source, *a, **k: decoded.append([v.id for v in source]) or real_extract(source, *a, **k))
+    monkeypatch.setattr(media_files, "sha256_of", lambda path: hashed.append(path.name) or real_hash(path))
+    result = invoke("index", "build", trained_run, folder, "-o", out, "--update")
+    assert result.exit_code == 0, result.output
+    assert "update: 0 videos added, 1 changed in place (encoded again), 0 deleted, 3 entries kept" in result.output
+    assert decoded == [[changed]] and hashed == [names[1].name]
+    after = Index.load(out)
+    assert sorted(after.ids) == ids
+    np.testing.assert_allclose(after.embeddings_for([changed])[0], vectors[footage.stem], atol=1e-5)
+    assert not np.allclose(vectors[changed], vectors[footage.stem], atol=1e-3)
+    for other in set(ids) - {changed}:
+        np.testing.assert_array_equal(after.embeddings_for([other])[0], vectors[other])
+    assert after.get(changed).meta["hash"] == real_hash(footage)
+
+    decoded.clear(), hashed.clear()
+    result = invoke("index", "build", trained_run, folder, "-o", out, "--update")
+    assert "update: 0 videos added, 0 changed in place (encoded again), 0 deleted, 4 entries kept" in result.output
+    assert decoded == [] and hashed == []

@@ -17,6 +17,9 @@ Layout of a store folder::
                                   under way (`extract.chunk_seconds`); the video's entry is
                                   written from them once its last stretch is done
     <root>/failures.jsonl         videos an extraction or import had to skip
+    <root>/sources.json           key -> content fingerprint of the media file the key's
+                                  features came from (written by `index build`; a file
+                                  changed in place has its features discarded and re-made)
 
 Crash safety: `<expert>.h5` is never opened for writing in place. A `FeatureWriter`
 writes each batch of finished videos to a new part file (via temp file + rename, so a
@@ -48,12 +51,13 @@ import h5py
 import numpy as np
 
 from videotext.errors import DataFormatError
-from videotext.io import atomic_path, file_lock
+from videotext.io import atomic_path, file_lock, write_json
 
 FORMAT = "videotext-features"
 VERSION = 1
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 DTYPES = ("float16", "float32")
+SOURCES = "sources.json"  # key -> fingerprint of the media file its features came from
 
 
 def encode_key(key: str) -> str:
@@ -197,6 +201,44 @@ class FeatureStore:
     def items(self, expert: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         for key in self.keys(expert):
             yield (key, *self.get(expert, key))
+
+    # --- media fingerprints and stale entries ------------------------------------------
+    def sources(self) -> dict[str, dict[str, Any]]:
+        """The fingerprint (`data.media_files.fingerprint`) of each key's media file when its
+        features were made for an index: key -> {"hash", "size", "mtime_ns"} ({} when none)."""
+        path = self.root / SOURCES
+        try:
+            record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        except ValueError:
+            raise DataFormatError(path, None, "not JSON (delete it: the next index build re-hashes the videos)") from None
+        return record if isinstance(record, dict) else {}
+
+    def record_sources(self, fingerprints: dict[str, dict[str, Any]]) -> None:
+        """Merge `fingerprints` (key -> fingerprint) into the store's record (atomic, locked)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with file_lock(self.root / ".sources.lock"):
+            write_json(self.root / SOURCES, {**self.sources(), **fingerprints})
+
+    def discard(self, keys: Iterable[str]) -> int:
+        """Remove `keys` from every expert: the merged file, finished parts and staged chunks
+        of a long video (each file rewritten aside, then renamed over the old one, so a crash
+        leaves it whole). Used when a video's file changed in place: its features are stale
+        and must be extracted again. Returns how many (expert, key) entries were removed."""
+        names = {encode_key(key) for key in keys}
+        removed = 0
+        if not names:
+            return 0
+        experts = {p.stem for p in self.root.glob("*.h5") if not p.name.startswith(".")}
+        experts |= {p.name for p in (self.root / ".parts").glob("*") if p.is_dir()}
+        self.close()
+        for expert in sorted(experts):
+            with file_lock(self.root / f".{expert}.lock"):
+                for path in [self.path(expert), *sorted(self.parts_dir(expert).glob("part-*.h5"))]:
+                    removed += _rewrite_without(path, names) if path.is_file() else 0
+            for name in names:
+                shutil.rmtree(self.root / ".chunks" / expert / name, ignore_errors=True)
+        self.close()
+        return removed
 
     # --- writing -----------------------------------------------------------------------
     def writer(
@@ -420,6 +462,23 @@ def _write_entry(
     group.attrs["key"] = key
     for name_, value in attrs.items():
         group.attrs[name_] = value
+
+
+def _rewrite_without(path: Path, names: set[str]) -> int:
+    """Rewrite the HDF5 file `path` without the groups `names` (copy aside + rename); returns
+    how many it held."""
+    with open_h5(path) as handle:
+        present = [name for name in handle.keys() if name in names]
+    if not present:
+        return 0
+    with atomic_path(path) as tmp:
+        with open_h5(path) as src, h5py.File(tmp, "w") as dst:
+            dst.attrs.update(dict(src.attrs))
+            for name in src.keys():
+                if name not in names:
+                    src.copy(src[name], dst, name=name)
+        _fsync(tmp)
+    return len(present)
 
 
 def _fsync(path: Path) -> None:

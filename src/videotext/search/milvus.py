@@ -44,6 +44,7 @@ MAX_STRING = 4096  # characters of a path or an id
 MAX_PARTS = 65_535  # Milvus's longest VARCHAR: re-scoring parts of one entry, npz, base64
 MILVUS_KINDS = {"auto": "FLAT", "flat": "FLAT", "hnsw": "HNSW", "ivf": "IVF_FLAT"}
 PROPERTY_FORMAT, PROPERTY_MODEL = "videotext.format", "videotext.model"  # collection properties
+BUILDING, STAGED = "__building", "__staged"  # suffixes of a fresh build's collection (`publish`)
 BATCH = 2_000  # rows per insert / query call (a gRPC message stays far below its size limit)
 
 
@@ -86,7 +87,7 @@ class MilvusIndex:
     store = STORE
 
     def __init__(self, location: str, dim: int, model: str = "", collection: str = DEFAULT_COLLECTION,
-                 kind: str = "auto", *, token: str | None = None, create: bool = True):
+                 kind: str = "auto", *, token: str | None = None, create: bool = True, staged: bool = False):
         if not isinstance(dim, int) or dim <= 0:
             raise VideoTextError(f"index dim must be a positive integer, got {dim!r}")
         if kind not in MILVUS_KINDS:
@@ -96,13 +97,56 @@ class MilvusIndex:
         self.requested_kind = kind
         self.meta: dict[str, Any] = {}
         self.part_names: tuple[str, ...] = ()
+        self.final: str | None = None  # set while a fresh build fills a staging collection
         self._client = connect(self.location, token)
-        if self._client.has_collection(collection):
+        self._finish_publish(collection)
+        if staged and self._client.has_collection(collection):  # a fresh build over an existing one
+            self.final, self.collection = collection, collection + BUILDING
+            self._drop(self.collection)  # what a failed build left
+            self._create_collection()
+        elif self._client.has_collection(collection):
             self._check_collection()
+            self._load(collection)
         elif create:
             self._create_collection()
         else:
             raise VideoTextError(f"Milvus at {self.location} has no collection {collection!r}")
+
+    @property
+    def is_server(self) -> bool:
+        """True for a Milvus server (several writers may insert at once); False for Milvus Lite."""
+        return not self.location.startswith(SCHEME)
+
+    def publish(self) -> None:
+        """Make a fresh build's staging collection the collection it replaces. The complete
+        build is first renamed to `<name>__staged`; then the old collection is dropped and the
+        staged one takes its name. Until the drop, the old collection answers searches; a crash
+        after it is finished by the next open (`_finish_publish`)."""
+        if self.final is None:
+            return
+        self._client.flush(self.collection)
+        self._drop(self.final + STAGED)
+        self._client.rename_collection(self.collection, self.final + STAGED)
+        self._drop(self.final)
+        self.collection, self.final = self.final + STAGED, None
+        self._finish_publish(self.collection[: -len(STAGED)])
+
+    def _finish_publish(self, collection: str) -> None:
+        """A publish interrupted between the drop and the rename: give the staged build its name."""
+        if not self._client.has_collection(collection) and self._client.has_collection(collection + STAGED):
+            self._client.rename_collection(collection + STAGED, collection)
+            self._load(collection)
+            self.collection = collection
+
+    def _drop(self, name: str) -> None:
+        if self._client.has_collection(name):
+            self._client.drop_collection(name)
+
+    def _load(self, name: str) -> None:
+        """Load a collection into memory for search (a renamed or reopened one may be released)."""
+        state = str(self._client.get_load_state(name).get("state", ""))
+        if "Loaded" not in state or "NotLoad" in state:
+            self._client.load_collection(name)
 
     # ---- the collection ---------------------------------------------------------------
     def _create_collection(self) -> None:
