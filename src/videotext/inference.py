@@ -438,7 +438,8 @@ class LoadedModel:
         if not build.nothing_to_add:
             todo, reader = self.index_inputs(source, todo, features_dir, progress, window, stride, build.fingerprints)
         if build.to_server:
-            self._insert_by_rank(None if build.nothing_to_add else todo, reader, index, build, out, store, collection)
+            index = self._insert_by_rank(None if build.nothing_to_add else todo, reader, index, build, out, store,
+                                         collection)
         else:
             parts = parts_folder(out, features_dir)
             embedding = None if build.nothing_to_add else self._encode_by_rank(todo, reader, parts)
@@ -453,10 +454,11 @@ class LoadedModel:
         return None if out is None or lite else Index.load(out)
 
     def _insert_by_rank(self, todo: VideoTextDataset | None, reader: VideoFeatures | None, index: Any,
-                        build: "BuildPlan", out: str | Path | None, store: str, collection: str) -> None:
+                        build: "BuildPlan", out: str | Path | None, store: str, collection: str) -> Any:
         """Every rank encodes videos r::R and upserts them into the Milvus server's collection,
         which rank 0 opened (or created, staged over an existing one) and marked pending;
-        after a barrier rank 0 removes what the plan drops, publishes and saves the folder."""
+        after a barrier rank 0 removes what the plan drops, publishes and saves the folder
+        (and returns the index; the other ranks None)."""
         added: set[str] = set()
         if todo is not None:
             mine = todo.subset([v.id for v in list(todo)[dist.rank() :: dist.world()]])
@@ -478,8 +480,7 @@ class LoadedModel:
                 self.add_to_index(writer, embedding, index_entries(mine, build.fingerprints))
             added = {e.id for e in index_entries(todo)}
             dist.barrier()  # every rank's rows are in
-        if dist.is_main():
-            self.finish_index(index, build.plan, added, out)
+        return self.finish_index(index, build.plan, added, out) if dist.is_main() else None
 
     def _index_dim(self, embedding: Any) -> int:
         """The dimension of this method's index vectors, read off an embedding."""

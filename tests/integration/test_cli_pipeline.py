@@ -243,3 +243,41 @@ def test_a_file_changed_in_place_is_encoded_again_and_nothing_else_is_decoded(tr
     result = invoke("index", "build", trained_run, folder, "-o", out, "--update")
     assert "update: 0 videos added, 0 changed in place (encoded again), 0 deleted, 4 entries kept" in result.output
     assert decoded == [] and hashed == []
+
+
+@pytest.mark.parametrize("store", ["faiss", "milvus"])
+def test_an_update_cut_short_leaves_a_searchable_index_and_the_next_one_completes_it(trained_run, tiny_synth,
+                                                                                    tmp_path, monkeypatch, store):
+    """The process dies after the new rows are written and before the deleted ones go: the
+    FAISS folder is still the previous index; the Milvus folder names the videos it was
+    writing (`pending`), searches still answer, and the next update ends equal to a clean build."""
+    from videotext.data.schema import VideoTextDataset
+    from videotext.inference import LoadedModel, load_model
+    from videotext.search.index import Index
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    ids = [v.id for v in dataset]
+    first, second = dataset.subset(ids[:6]), dataset.subset(ids[3:10])
+    model = load_model(trained_run, device="cpu")
+    out, common = tmp_path / "idx", {"features_dir": tiny_synth / "features", "progress": False}
+    where = "faiss" if store == "faiss" else f"milvus:{tmp_path / 'u.db'}"
+    model.build_index(first, out, store=where, **common)
+
+    def die(*args):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(LoadedModel, "finish_index", staticmethod(die))
+    with pytest.raises(KeyboardInterrupt):
+        model.build_index(second, out, update=True, **common)
+    monkeypatch.undo()
+    cut = Index.load(out)
+    if store == "faiss":
+        assert sorted(cut.ids) == sorted(ids[:6]) and "pending" not in cut.meta
+    else:
+        assert cut.meta["pending"] == ids[6:10] and set(ids[:10]) <= set(cut.ids)
+    query = dataset[ids[4]].captions[0]
+    assert len(model.search(query, cut, k=3)) == 3
+    model.build_index(second, out, update=True, **common)
+    done, clean = Index.load(out), model.build_index(second, tmp_path / "clean", **common)
+    assert sorted(done.ids) == sorted(clean.ids) == sorted(ids[3:10]) and "pending" not in done.meta
+    np.testing.assert_allclose(done.embeddings_for(clean.ids), clean.embeddings_for(clean.ids), atol=1e-5)

@@ -9,6 +9,7 @@ import sys
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -380,3 +381,61 @@ def test_two_process_extraction_and_index_equal_one_process(tiny_synth, tmp_path
     assert torch.allclose(torch.from_numpy(sharded.embeddings_for(ids)), torch.from_numpy(single.embeddings_for(ids)),
                           atol=1e-6)
     assert not (tmp_path / "two" / "index.parts").exists()
+
+
+def _index_into_milvus(rank: int, run: Path, root: Path, ids: list[str], out: Path, store: str) -> None:
+    """One rank of a torchrun `index build` into Milvus; records how many rows this rank upserted."""
+    from videotext.data.schema import VideoTextDataset
+    from videotext.inference import load_model
+    from videotext.search.milvus import MilvusIndex
+
+    written = []
+    add = MilvusIndex.add
+    MilvusIndex.add = lambda self, vectors, entries, parts=None: written.append(len(entries)) or add(
+        self, vectors, entries, parts)
+    dataset = VideoTextDataset.load(root / "manifest.json").subset(ids)
+    index = load_model(run, device="cpu").build_index(dataset, out, features_dir=root / "features", store=store,
+                                                      collection="clips", progress=False)
+    (out.parent / f"rank{rank}.json").write_text(json.dumps(sum(written)))
+    if rank == 0 or store.startswith("http"):
+        assert len(index) == len(ids)
+    else:
+        assert index is None  # Milvus Lite's file is rank 0's
+
+
+@pytest.mark.parametrize("kind", ["lite", "server"])
+def test_two_process_index_into_milvus_equals_one_process(tiny_synth, tmp_path, kind):
+    """`index build` under 2 ranks into Milvus Lite (one writer: the ranks hand their rows to
+    rank 0) and into a Milvus server (Milvus Lite's own gRPC server on a TCP port: every rank
+    upserts its own rows): the same ids and vectors as a one-process FAISS build."""
+    from videotext.data.schema import VideoTextDataset
+    from videotext.inference import load_model
+    from videotext.search.index import Index
+    from videotext.search.milvus import MilvusIndex
+
+    run = _fake_run(tiny_synth, tmp_path / "run")
+    ids = [v.id for v in VideoTextDataset.load(tiny_synth / "manifest.json")][:7]
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json").subset(ids)
+    single = load_model(run, device="cpu").build_index(dataset, tmp_path / "one", features_dir=tiny_synth / "features",
+                                                         progress=False)
+    server = None
+    if kind == "server":
+        from milvus_lite.adapter.grpc.server import start_server_in_thread
+
+        server, db, port = start_server_in_thread(str(tmp_path / "server.db"))
+        store = f"http://127.0.0.1:{port}"
+    else:
+        store = f"milvus:{tmp_path / 'lite.db'}"
+    try:
+        run_ranks(_index_into_milvus, run, tiny_synth, ids, tmp_path / "two" / "index", store)
+        sharded = Index.load(tmp_path / "two" / "index")
+        assert isinstance(sharded, MilvusIndex) and sharded.collection == "clips"
+        assert sorted(sharded.ids) == sorted(single.ids) == sorted(ids)
+        np.testing.assert_allclose(sharded.embeddings_for(ids), single.embeddings_for(ids), atol=1e-6)
+        rows = [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in range(WORLD)]
+        assert rows == ([4, 3] if kind == "server" else [7, 0]), rows  # videos r::R per rank, or all by rank 0
+        sharded.close()
+    finally:
+        if server is not None:
+            server.stop(grace=0)
+            db.close()

@@ -98,3 +98,64 @@ def test_a_collection_of_another_dimension_or_model_and_a_bad_location_are_one_c
         MilvusIndex(location, DIM, collection="absent", create=False)
     with pytest.raises(VideoTextError, match=r"a Milvus Lite file must end in \.db"):
         MilvusIndex(f"milvus:{tmp_path / 'x.sqlite'}", DIM)
+
+
+def test_a_fresh_build_over_a_collection_is_staged_and_a_failed_one_leaves_the_old(tmp_path, monkeypatch):
+    """`staged=True` over an existing collection fills `<name>__building`; the old collection
+    answers until `publish`. A build that dies before publishing leaves the old one whole, and
+    the next build drops what it left."""
+    vectors, entries, queries = corpus(60)
+    location = f"milvus:{tmp_path / 's.db'}"
+    old = MilvusIndex(location, DIM, model="m", collection="c")
+    old.add(vectors[:40], entries[:40])
+    staged = MilvusIndex(location, DIM, model="m", collection="c", staged=True)
+    assert staged.collection == "c__building" and staged.final == "c"
+    staged.add(vectors[40:], entries[40:])
+    assert len(old) == 40 and old.search(queries, 1)[0][0].id in {e.id for e in entries[:40]}
+    del staged  # died before publishing
+    again = MilvusIndex(location, DIM, model="m", collection="c", staged=True)
+    assert len(again) == 0 and len(old) == 40  # the leftover staging collection was dropped
+    again.add(vectors[40:], entries[40:])
+    again.publish()
+    assert again.collection == "c" and again.final is None
+    assert sorted(again.ids) == sorted(e.id for e in entries[40:])
+    assert sorted(again._client.list_collections()) == ["c"]
+    assert again.search(queries, 1)[0][0].id in {e.id for e in entries[40:]}
+
+
+def test_a_publish_cut_between_the_drop_and_the_rename_is_finished_by_the_next_open(tmp_path, monkeypatch):
+    vectors, entries, _ = corpus(30)
+    location = f"milvus:{tmp_path / 'p.db'}"
+    MilvusIndex(location, DIM, model="m", collection="c").add(vectors[:10], entries[:10])
+    staged = MilvusIndex(location, DIM, model="m", collection="c", staged=True)
+    staged.add(vectors[10:], entries[10:])
+
+    def cut(collection):
+        raise KeyboardInterrupt("the process died here")
+
+    monkeypatch.setattr(staged, "_finish_publish", cut)
+    with pytest.raises(KeyboardInterrupt):
+        staged.publish()
+    assert sorted(staged._client.list_collections()) == ["c__staged"]  # the old one is gone already
+    reopened = MilvusIndex(location, DIM, model="m", collection="c", create=False)
+    assert reopened.collection == "c" and len(reopened) == 20
+
+
+@pytest.mark.parametrize("store, kind, floor", [("faiss", "hnsw", 0.95), ("faiss", "ivf", 0.9),
+                                                ("milvus", "hnsw", 0.95), ("milvus", "ivf", 0.9)])
+def test_recall_at_10_of_the_approximate_kinds_against_exact(tmp_path, store, kind, floor):
+    """FAISS HNSW / IVF and Milvus HNSW / IVF_FLAT against exact search on 4000 clustered
+    vectors (the shape of embeddings: dense clusters, near neighbours inside them)."""
+    vectors, entries, queries = corpus(4000, seed=1)
+    exact = Index(DIM, model="m", kind="flat")
+    exact.add(vectors, entries)
+    if store == "faiss":
+        approximate = Index(DIM, model="m", kind=kind)
+    else:
+        approximate = MilvusIndex(f"milvus:{tmp_path / 'r.db'}", DIM, model="m", collection="r", kind=kind)
+    approximate.add(vectors, entries)
+    truth = [{h.id for h in hits} for hits in exact.search(queries, 10)]
+    found = [{h.id for h in hits} for hits in approximate.search(queries, 10)]
+    recall = float(np.mean([len(t & f) / 10 for t, f in zip(truth, found)]))
+    print(f"{store} {kind}: recall@10 {recall:.3f}")
+    assert floor <= recall <= 1.0
