@@ -9,6 +9,7 @@ Never `playwright install`: the browser is /usr/bin/chromium (`make install` add
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,16 @@ def test_search_page_finds_and_plays_the_clip(server, search_case):
             assert start <= current < start + 1.5, (current, start)  # started at the clip (it may have played on a bit)
             assert page.evaluate("document.getElementById('player').error") is None
             page.screenshot(path=str(ARTIFACTS / "browser_search.png"), full_page=True)
+            others = [i for i in shown if i != expected][:2]  # the filter box narrows the same query
+            page.fill("#where", f"video_id in {json.dumps(others)}")
+            page.click("button[type=submit]")
+            page.wait_for_function(f"() => document.querySelectorAll('.card').length == {len(others)}")
+            assert sorted(page.eval_on_selector_all(".card", "cards => cards.map(c => c.dataset.id)")) == sorted(others)
+            assert "where=video_id" in page.url
+            page.fill("#where", "duration <")
+            page.click("button[type=submit]")
+            page.wait_for_function("() => document.getElementById('status').classList.contains('error')")
+            assert "error 400" in page.inner_text("#status") and "duration <" in page.inner_text("#status")
             assert not external, external  # no CDN or other host
         finally:
             browser.close()

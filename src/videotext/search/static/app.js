@@ -7,6 +7,7 @@
 const TOKEN_KEY = "videotext-token";
 const form = document.getElementById("search-form");
 const queryBox = document.getElementById("query");
+const whereBox = document.getElementById("where");
 const kBox = document.getElementById("k");
 const statusLine = document.getElementById("status");
 const grid = document.getElementById("results");
@@ -100,9 +101,10 @@ function card(hit) {
   return button;
 }
 
-async function search(q, k) {
+async function search(q, k, where) {
   setStatus("searching…");
   const params = new URLSearchParams({ q, k: String(k) });
+  if (where) params.set("where", where);
   let response;
   try {
     response = await api(`/search?${params}`);
@@ -125,13 +127,16 @@ form.addEventListener("submit", event => {
   const q = queryBox.value.trim();
   if (!q) { setStatus("type a query", true); return; }
   const k = Math.min(100, Math.max(1, parseInt(kBox.value, 10) || 12));
-  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}`);
-  search(q, k);
+  const where = whereBox.value.trim();
+  const filter = where ? `&where=${encodeURIComponent(where)}` : "";
+  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}${filter}`);
+  search(q, k, where);
 });
 
 const initial = new URLSearchParams(location.search);
 if (initial.get("q")) {
   queryBox.value = initial.get("q");
   if (initial.get("k")) kBox.value = initial.get("k");
+  if (initial.get("where")) whereBox.value = initial.get("where");
   form.requestSubmit();
 }
