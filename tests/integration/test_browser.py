@@ -53,6 +53,13 @@ def search_case(tiny_synth, tmp_path_factory):
     return folder, query, video.id, float(segment.start)
 
 
+def launch(playwright):
+    """Debian's chromium, headless, allowed to autoplay."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                      args=["--no-sandbox", "--disable-background-networking",
+                                            "--autoplay-policy=no-user-gesture-required"])
+
+
 def run_server(index_folder, token=None):
     """The app over `index_folder` served by uvicorn on a free loopback port: (base URL, stop)."""
     from tests.conftest import serve_in_thread
@@ -103,9 +110,7 @@ def test_search_page_finds_and_plays_the_clip(server, search_case):
     _, query, expected, start = search_case
     ARTIFACTS.mkdir(exist_ok=True)
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                    args=["--no-sandbox", "--disable-background-networking",
-                                          "--autoplay-policy=no-user-gesture-required"])
+        browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             external = []
@@ -152,9 +157,7 @@ def test_the_page_asks_once_for_the_token_of_a_guarded_server(search_case):
     asked = []
     try:
         with playwright_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                        args=["--no-sandbox", "--disable-background-networking",
-                                              "--autoplay-policy=no-user-gesture-required"])
+            browser = launch(p)
             try:
                 page = browser.new_page(viewport={"width": 1100, "height": 900})
                 page.on("dialog", lambda d: (asked.append(d.message), d.accept(token)))
