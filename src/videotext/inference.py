@@ -336,8 +336,9 @@ class LoadedModel:
 
     def plan_update(self, dataset: VideoTextDataset, index: Any, features_dir: Path, store: str,
                     progress: bool) -> "BuildPlan":
-        """What a build does (`BuildPlan`), decided before anything is decoded. Features of a video whose file changed since they were extracted
-        (the store's `sources.json`, or the index's hash) are discarded, to be made again."""
+        """What a build does (`BuildPlan`), decided before anything is decoded. Features of a
+        video whose file changed since they were extracted (by the store's `sources.json` or
+        the index's entries) are discarded, to be extracted again."""
         entries = index.entries() if index is not None else []
         features = FeatureStore(features_dir)
         sources = features.sources() if features_dir.is_dir() else {}
