@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -46,6 +47,12 @@ def _options(
                                  help="Print the version and exit."),
 ) -> None:
     """Learn joint video-text embeddings and search videos with text."""
+    precision_log = logging.getLogger("videotext.precision")  # each network's bf16/fp32 decision, once
+    if not precision_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        precision_log.addHandler(handler)
+        precision_log.setLevel(logging.INFO)
 
 
 def user_errors(command: Callable) -> Callable:

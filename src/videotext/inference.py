@@ -36,7 +36,7 @@ from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
 from videotext.io import atomic_path
 from videotext.models.base import Method, build_method, concat_embeddings
-from videotext.runtime import autocast, resolve_device, resolve_precision, retain_freed_memory, set_threads
+from videotext.runtime import autocast, network_precision, resolve_device, retain_freed_memory, set_threads
 from videotext.search.build import (IndexPlan, features_folder, fingerprint_videos, index_entries, new_index,
                                     parts_folder, plan_index, read_source)
 from videotext.search.index import Index
@@ -138,7 +138,8 @@ class LoadedModel:
         self.run_dir, self.method, self.config, self.device = run_dir, method, config, device
         self.last_build: BuildPlan | None = None
         self.precision = precision or config.inference.precision  # auto | fp32 | bf16
-        self.dtype = resolve_precision(self.precision, device)  # torch.bfloat16, or None for fp32
+        # torch.bfloat16, or None for fp32: `auto` decided for this method by its measured bf16 cosine
+        self.dtype = network_precision(config.method, self.precision, device)
         self.expert_dims: dict[str, int] = {}  # feature width per expert, from the checkpoint
 
     def autocast(self):

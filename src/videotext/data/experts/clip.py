@@ -5,7 +5,8 @@ at decode time) and goes through open_clip's own eval transform, the one
 `open_clip.create_model_and_transforms` returns (`videotext.openclip.FramePreprocess`:
 shorter side to the input size, bicubic through PIL, centre crop, the model's mean / std);
 then `encode_image` gives the projected, not yet normalised, embedding [D] (D = the model's
-embed_dim; 512 for ViT-B-32). So a zero-shot run scores a video as open_clip does on PIL
+embed_dim; 512 for ViT-B-32), in bf16 autocast where `--precision` (`auto`: by the tower's
+measured cosine, `videotext.runtime.network_precision`) says so. So a zero-shot run scores a video as open_clip does on PIL
 images of the same frames. One step per second by default, as CLIP4Clip samples frames
 (§4.2: 1 frame per second).
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from videotext import openclip
 from videotext.data.experts.appearance import CentreFrameNetworkExpert
+from videotext.runtime import autocast, network_precision
 
 
 class CLIPExpert(CentreFrameNetworkExpert):
@@ -36,14 +38,16 @@ class CLIPExpert(CentreFrameNetworkExpert):
     store_float32 = True  # zero-shot search scores these vectors directly: no float16 rounding
 
     def __init__(self, model: str = "ViT-B-32", pretrained: str = "", rate: float = 1.0, batch_size: int = 64,
-                 device: str = "cpu"):
+                 device: str = "cpu", precision: str = "fp32"):
         openclip.architecture(str(model))  # fails early on an unknown name
         self.model_arg = openclip.canonical(model)
         self.pretrained = openclip.canonical(pretrained)
         self.rate = float(rate)
         self.batch_size = int(batch_size)
         self.device = device
+        self.precision = precision  # auto | fp32 | bf16 (videotext.runtime); not a feature setting
         self._model = None
+        self._dtype = None  # set with the model
         # open_clip's preprocessing config {"size", "mean", "std", "interpolation", "resize_mode", "fill_color"}
         self.preprocess = openclip.image_preprocess(self.model_arg, self.pretrained)
         self.transform = openclip.FramePreprocess(self.preprocess)
@@ -51,6 +55,7 @@ class CLIPExpert(CentreFrameNetworkExpert):
     @property
     def model(self):
         if self._model is None:
+            self._dtype = network_precision(self.name, self.precision, self.device)  # bf16 autocast, or None: fp32
             self._model = openclip.load_clip(self.model_arg, self.pretrained).visual.to(self.device).eval()
         return self._model
 
@@ -75,7 +80,7 @@ class CLIPExpert(CentreFrameNetworkExpert):
 
         model = self.model
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self._dtype, self.device):
             for start in range(0, len(crops), self.batch_size):
                 x = self.pixels(crops[start : start + self.batch_size]).to(self.device)  # [B, 3, S, S]
                 out.append(model(x).float().cpu().numpy())
