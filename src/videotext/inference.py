@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import os
 import shutil
 from pathlib import Path
@@ -27,7 +28,7 @@ import torch
 
 from videotext import distributed as dist
 from videotext.config import load_config
-from videotext.data.experts import extract_features, options_from_config
+from videotext.data.experts import expert_class, extract_features, options_from_config
 from videotext.data.experts.settings import ExtractionSettings
 from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
@@ -226,14 +227,16 @@ class LoadedModel:
         return text @ video.T
 
     def features_for(self, dataset: VideoTextDataset, features_dir: str | Path,
-                     progress: bool = True) -> VideoFeatures:
-        """Feature reader for `dataset`, extracting missing experts into `features_dir` first."""
+                     progress: bool = True, whole_videos: bool = False) -> VideoFeatures:
+        """Feature reader for `dataset`, extracting missing experts into `features_dir` first
+        (`whole_videos`: only the steps this run reads of each video, see `extraction_settings`)."""
         features_dir = Path(features_dir)
         store = FeatureStore(features_dir) if features_dir.exists() else None
         missing = store is None or any(not all(store.has(e, v.key) for v in dataset) for e in self.experts)
         if dist.broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
             settings = ExtractionSettings.from_config(self.config.inference, progress=progress,
-                                                      precision=self.precision, **self.extraction_settings())
+                                                      precision=self.precision,
+                                                      **self.extraction_settings(whole_videos))
             extract_features(dataset, self.experts, features_dir, settings)
             store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
@@ -242,9 +245,14 @@ class LoadedModel:
                                  f"(see {features_dir / 'failures.jsonl'})")
         return VideoFeatures(store, self.experts, self.config.data.max_steps_per_expert)
 
-    def extraction_settings(self) -> dict[str, Any]:
+    def extraction_settings(self, whole_videos: bool = False) -> dict[str, Any]:
         """`extract_features` options that reproduce the training features for new videos: the
-        training store's record, over the method's own `expert_options` (a zero-shot run has no store)."""
+        training store's record, over the method's own `expert_options` (a zero-shot run has no store).
+
+        `whole_videos` (an index of whole videos, not windows): where the method reads at most
+        `data.max_steps_per_expert` subsampled steps (`Method.reads_subsampled_steps`), its frame
+        networks extract only those steps (`max_steps`): the same video embeddings from, e.g., 12
+        frames of a 10-minute video instead of 600 (CLIP4Clip §4.1 samples 12 frames per video)."""
         options = {e: dict(o) for e, o in self.method.expert_options().items() if e in self.experts}
         training_store = Path(self.config.data.features or Path(self.config.data.manifest).parent / "features")
         if training_store.exists():
@@ -252,6 +260,10 @@ class LoadedModel:
             for e in self.experts:
                 if store.has_expert(e):
                     options[e] = {**options.get(e, {}), **options_from_config(e, store.info(e)["config"])}
+        if whole_videos and self.method.reads_subsampled_steps:
+            for e in self.experts:
+                if "max_steps" in inspect.signature(expert_class(e)).parameters:
+                    options[e] = {**options.get(e, {}), "max_steps": int(self.config.data.max_steps_per_expert)}
         return {"options": options} if options else {}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
@@ -369,7 +381,7 @@ class LoadedModel:
         """The videos (or their windows) to encode and their feature reader: features are
         extracted where missing (and the media fingerprints they came from recorded), videos
         no expert could read are left out."""
-        reader = self.features_for(dataset, features_dir, progress)
+        reader = self.features_for(dataset, features_dir, progress, whole_videos=not window)
         present = [v for v in dataset if any(reader.store.has(e, v.key) for e in self.experts)]
         if not present:
             raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")

@@ -209,6 +209,35 @@ def test_zero_shot_index_build_and_search_over_real_clips(tmp_path, zero_shot):
     assert recorded["model"] == TINY and recorded["pretrained"] != ""
 
 
+def test_an_index_of_whole_videos_extracts_only_the_frames_the_run_reads(tmp_path, zero_shot):
+    """CLIP4Clip reads at most `data.max_steps_per_expert` (12) subsampled steps of a video:
+    `index build` of whole videos extracts just those (`max_steps`), and its vectors equal the
+    ones from a store of every step; a windowed build still extracts every step."""
+    from videotext.data.features import FeatureStore
+    from videotext.data.loaders import subsample_steps
+    from videotext.data.readers import read_dataset
+    from videotext.inference import load_model
+
+    model = load_model(zero_shot, device="cpu", precision="fp32")
+    cap = model.config.data.max_steps_per_expert
+    folder = real_clips(tmp_path)
+    dataset = read_dataset("folder", folder)
+    every = model.features_for(dataset, tmp_path / "every", progress=False)  # every step, as before
+    reference = model.encode_videos(dataset, every)
+    index = model.build_index(folder, tmp_path / "index", progress=False)
+    capped = FeatureStore(tmp_path / "index.features")
+    assert capped.info("clip")["config"]["max_steps"] == cap
+    longest = max(dataset, key=lambda v: len(every.store.get("clip", v.key)[1]))
+    all_steps = every.store.get("clip", longest.key)[1]  # [T]
+    assert len(all_steps) > cap  # the test covers a video longer than the cap
+    np.testing.assert_array_equal(capped.get("clip", longest.key)[1], all_steps[subsample_steps(len(all_steps), cap)])
+    vectors = index.embeddings_for([v.id for v in dataset])
+    np.testing.assert_allclose(vectors, reference.numpy(), atol=1e-6)
+    windows = model.build_index(folder, tmp_path / "windows", progress=False, window=4.0)
+    assert len(windows) > len(dataset)
+    assert "max_steps" not in FeatureStore(tmp_path / "windows.features").info("clip")["config"]
+
+
 # --- clip4clip --------------------------------------------------------------------------
 
 

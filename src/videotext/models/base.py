@@ -165,6 +165,13 @@ class Method(nn.Module):
         """Every video of `dataset` once, in order, as `encode_video` inputs (with "video_ids")."""
         return video_batches(dataset, read_features, batch_size)
 
+    @property
+    def reads_subsampled_steps(self) -> bool:
+        """True when the video side reads each expert only through `VideoFeatures`: at most
+        `data.max_steps_per_expert` steps, chosen by `subsample_steps`. An index of whole videos
+        then extracts only those steps of its frame networks (`max_steps`), with the same result."""
+        return type(self).video_batches is Method.video_batches
+
     def cast_for_inference(self, dtype: torch.dtype) -> None:
         """Store the weights of networks that run faster without autocast's per-op casts in
         `dtype` (bf16), for a model that only encodes from now on. Default: nothing; under

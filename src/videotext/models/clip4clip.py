@@ -190,6 +190,10 @@ class CLIP4Clip(Method):
         return eval_video_batches(dataset, cached_source(self, dataset, self.frame_spec()), self.config.num_frames,
                                   min(batch_size, 32))
 
+    @property
+    def reads_subsampled_steps(self) -> bool:
+        return self.config.input == "features"  # features: the default reader; frames: its own sampling
+
     # --- index build: extract new videos with this run's image tower --------------------
     def expert_options(self) -> dict[str, dict[str, Any]]:
         """Options of the `clip` expert that gives this run's frame embeddings (features input)."""

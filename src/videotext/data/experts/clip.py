@@ -38,7 +38,7 @@ class CLIPExpert(CentreFrameNetworkExpert):
     store_float32 = True  # zero-shot search scores these vectors directly: no float16 rounding
 
     def __init__(self, model: str = "ViT-B-32", pretrained: str = "", rate: float = 1.0, batch_size: int = 64,
-                 device: str = "cpu", precision: str = "fp32"):
+                 device: str = "cpu", precision: str = "fp32", max_steps: int | None = None):
         openclip.architecture(str(model))  # fails early on an unknown name
         self.model_arg = openclip.canonical(model)
         self.pretrained = openclip.canonical(pretrained)
@@ -46,6 +46,7 @@ class CLIPExpert(CentreFrameNetworkExpert):
         self.batch_size = int(batch_size)
         self.device = device
         self.precision = precision  # auto | fp32 | bf16 (videotext.runtime); not a feature setting
+        self.max_steps = max_steps  # at most this many steps per video (CentreFrameNetworkExpert)
         self._model = None
         self._dtype = None  # set with the model
         # open_clip's preprocessing config {"size", "mean", "std", "interpolation", "resize_mode", "fill_color"}
@@ -64,7 +65,7 @@ class CLIPExpert(CentreFrameNetworkExpert):
         return int(self.model.output_dim)
 
     def settings(self) -> dict[str, Any]:
-        return {"model": self.model_arg, "pretrained": self.pretrained, **self.preprocess}
+        return {"model": self.model_arg, "pretrained": self.pretrained, **self.preprocess, **self.capped()}
 
     def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Native-size uint8 frames [T, H, W, 3] → open_clip's resized, centre-cropped uint8 crops [T, S, S, 3]."""
