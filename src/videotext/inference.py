@@ -236,7 +236,7 @@ class LoadedModel:
         if dist.broadcast_object(missing):  # under torchrun every rank joins the sharded extraction, or none
             settings = ExtractionSettings.from_config(self.config.inference, progress=progress,
                                                       precision=self.precision,
-                                                      **self.extraction_settings(whole_videos))
+                                                      **self.extraction_settings(whole_videos, store))
             extract_features(dataset, self.experts, features_dir, settings)
             store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
@@ -245,14 +245,15 @@ class LoadedModel:
                                  f"(see {features_dir / 'failures.jsonl'})")
         return VideoFeatures(store, self.experts, self.config.data.max_steps_per_expert)
 
-    def extraction_settings(self, whole_videos: bool = False) -> dict[str, Any]:
+    def extraction_settings(self, whole_videos: bool = False, target: FeatureStore | None = None) -> dict[str, Any]:
         """`extract_features` options that reproduce the training features for new videos: the
         training store's record, over the method's own `expert_options` (a zero-shot run has no store).
 
         `whole_videos` (an index of whole videos, not windows): where the method reads at most
         `data.max_steps_per_expert` subsampled steps (`Method.reads_subsampled_steps`), its frame
         networks extract only those steps (`max_steps`): the same video embeddings from, e.g., 12
-        frames of a 10-minute video instead of 600 (CLIP4Clip §4.1 samples 12 frames per video)."""
+        frames of a 10-minute video instead of 600 (CLIP4Clip §4.1 samples 12 frames per video).
+        An expert the `target` store already holds keeps the cap (or none) it was made with."""
         options = {e: dict(o) for e, o in self.method.expert_options().items() if e in self.experts}
         training_store = Path(self.config.data.features or Path(self.config.data.manifest).parent / "features")
         if training_store.exists():
@@ -260,10 +261,14 @@ class LoadedModel:
             for e in self.experts:
                 if store.has_expert(e):
                     options[e] = {**options.get(e, {}), **options_from_config(e, store.info(e)["config"])}
-        if whole_videos and self.method.reads_subsampled_steps:
-            for e in self.experts:
-                if "max_steps" in inspect.signature(expert_class(e)).parameters:
-                    options[e] = {**options.get(e, {}), "max_steps": int(self.config.data.max_steps_per_expert)}
+        for e in self.experts:
+            if "max_steps" not in inspect.signature(expert_class(e)).parameters:
+                continue
+            if target is not None and target.has_expert(e):
+                cap = target.info(e)["config"].get("max_steps")
+            else:
+                cap = self.config.data.max_steps_per_expert if whole_videos and self.method.reads_subsampled_steps else None
+            options[e] = {**options.get(e, {}), "max_steps": int(cap) if cap else None}
         return {"options": options} if options else {}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
