@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from videotext.data.schema import Video, VideoTextDataset
+from videotext.eval import retrieval
 from videotext.eval.retrieval import (
     Relevance,
     aggregate_seeds,
@@ -336,6 +337,137 @@ def test_memory_is_bounded_by_the_chunk():
     finally:
         tracemalloc.stop()
     assert peak < sims.nbytes / 4  # a full argsort would need 2× the input for int64 indices
+
+
+# --- counting kernels against a brute-force count and the CE / MMT sort ------------------
+def brute_force_metrics(sims: np.ndarray, relevant: list[list[int]], ties: str, ks=(1, 5, 10, 50),
+                        query_mask=None, target_mask=None) -> tuple[dict, np.ndarray]:
+    """The module docstring's definition, one query at a time: g (non-relevant targets
+    above the best relevant score) and e (equal to it), NaN as -inf."""
+    scores = np.where(np.isnan(sims.astype(np.float64)), -np.inf, sims.astype(np.float64))
+    keep = np.ones(sims.shape[1], dtype=bool) if target_mask is None else target_mask
+    queries = np.arange(len(sims)) if query_mask is None else np.flatnonzero(query_mask)
+    g, e = [], []
+    for q in queries:
+        is_relevant = np.zeros(sims.shape[1], dtype=bool)
+        is_relevant[[t for t in relevant[q] if keep[t]]] = True
+        best = scores[q, is_relevant].max()
+        others = scores[q, keep & ~is_relevant]
+        g.append(int((others > best).sum()))
+        e.append(int((others == best).sum()))
+    greater, equal = np.asarray(g, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    better, tied = {"optimistic": (greater, 0 * equal), "pessimistic": (greater + equal, 0 * equal),
+                    "average": (greater, equal)}[ties]
+    ranks = better + 1.0 + tied / 2.0
+    metrics = {f"R{k}": float(100.0 * np.clip((k - better) / (tied + 1.0), 0.0, 1.0).mean())
+               for k in sorted(set(ks) | {1, 5, 10})}
+    metrics.update(MdR=float(np.median(ranks)), MnR=float(ranks.mean()))
+    all_ranks = np.full(len(sims), np.nan)
+    all_ranks[queries] = ranks
+    return metrics, all_ranks
+
+
+def _kernel_case(seed: int, n_queries: int, n_targets: int, tied: bool) -> tuple[np.ndarray, list[list[int]]]:
+    rng = np.random.default_rng(seed)
+    if tied:
+        sims = np.round(rng.random((n_queries, n_targets)) * 6) / 6  # 7 levels
+        sims[rng.random(sims.shape) < 0.05] = np.nan
+        sims[rng.random(sims.shape) < 0.05] = -np.inf
+        sims[0] = np.nan  # a query whose best relevant score is NaN (= -inf)
+    else:  # each row a permutation of distinct values, exact in float16 too
+        sims = rng.permuted(np.tile(np.arange(n_targets) / 1024, (n_queries, 1)), axis=1)
+    relevant = [sorted(rng.choice(n_targets, size=rng.integers(1, min(3, n_targets) + 1), replace=False).tolist())
+                for _ in range(n_queries)]
+    return sims, relevant
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["tie-free", "tied"])
+@pytest.mark.parametrize("n_targets", [1, 8, 13, 300])
+@pytest.mark.parametrize("layout", ["C", "transposed", "strided"])
+def test_counting_kernels_match_brute_force(monkeypatch, tied, n_targets, layout):
+    """Every CPU kernel (row blocks, column blocks for ``x.T``, gathered rows), block
+    boundaries, dtypes, masks: R@K, MdR, MnR and ranks equal to a brute-force count."""
+    sims, relevant = _kernel_case(n_targets, 23, n_targets, tied)
+    rng = np.random.default_rng(1)
+    query_mask = rng.random(len(sims)) < 0.8
+    target_mask = np.ones(n_targets, dtype=bool)
+    if n_targets > 1:
+        target_mask[rng.choice(n_targets, size=max(1, n_targets // 5), replace=False)] = False
+    relevant_kept = [r if target_mask[r].any() else r + [int(np.flatnonzero(target_mask)[0])] for r in relevant]
+    for dtype in (np.float64, np.float32, np.float16, np.int32):
+        typed = (np.nan_to_num(sims, nan=-7, neginf=-9) * 6).astype(dtype) if dtype == np.int32 else sims.astype(dtype)
+        if layout == "transposed":
+            typed = np.ascontiguousarray(typed.T).T  # column-major, as v2t passes sims.T
+        elif layout == "strided":
+            wide = np.zeros((len(typed), 2 * n_targets), dtype=dtype)
+            wide[:, ::2] = typed
+            typed = wide[:, ::2]
+        for block_elements in (1 << 18, 40):  # one block; many, some of them partial
+            monkeypatch.setattr(retrieval, "_BLOCK_ELEMENTS", block_elements)
+            for ties in ("optimistic", "pessimistic", "average"):
+                for kwargs, rel in (({}, relevant), ({"query_mask": query_mask}, relevant),
+                                    ({"query_mask": query_mask, "target_mask": target_mask}, relevant_kept)):
+                    expected, expected_ranks = brute_force_metrics(typed, rel, ties, **kwargs)
+                    m, ranks = retrieval_metrics(typed, rel, ties, return_ranks=True, **kwargs)
+                    np.testing.assert_array_equal(ranks, expected_ranks)
+                    assert {k: m[k] for k in expected} == expected, (dtype, block_elements, ties, kwargs)
+
+
+def test_popcount_fallback_and_wide_rows(monkeypatch):
+    """numpy < 2.0 has no bitwise_count; rows of 2^16 targets and more count in uint64."""
+    sims, relevant = _kernel_case(5, 9, 300, tied=True)
+    expected = retrieval_metrics(sims, relevant)
+    monkeypatch.setattr(retrieval, "_BITWISE_COUNT", None)
+    assert retrieval_metrics(sims, relevant) == expected
+    monkeypatch.undo()
+    wide = np.tile(np.arange(70_000, dtype=np.float32), (3, 1))  # [3, 70 000]
+    wide[1] = 0.0  # all tied
+    relevant = [[69_999], [5], [0]]
+    for ties in ("optimistic", "pessimistic", "average"):
+        expected, expected_ranks = brute_force_metrics(wide, relevant, ties)
+        m, ranks = retrieval_metrics(wide, relevant, ties, return_ranks=True)
+        np.testing.assert_array_equal(ranks, expected_ranks)
+        assert {k: m[k] for k in expected} == expected
+
+
+def ce_mmt_t2v(sims: np.ndarray) -> dict[str, float]:
+    """Text→video metric as the CE / MMT code computes it (``model/metric.py``): sort each
+    row of the negated matrix, find where the correct video's distance lands (query i's
+    video is i // (n_queries // n_videos)) and average the positions of equal distances."""
+    n_queries, n_videos = sims.shape
+    dists = -sims
+    ordered = np.sort(dists, axis=1)
+    correct = dists[np.arange(n_queries), np.arange(n_queries) // (n_queries // n_videos)][:, None]
+    rows, cols = np.nonzero(ordered == correct)
+    cols = np.bincount(rows, weights=cols, minlength=n_queries) / np.bincount(rows, minlength=n_queries)
+    out = {f"R{k}": 100.0 * float(np.sum(cols < k)) / n_queries for k in (1, 5, 10, 50)}
+    out.update(MdR=float(np.median(cols) + 1), MnR=float(np.mean(cols) + 1))
+    return out
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["tie-free", "tied"])
+def test_equals_the_ce_mmt_sort(tied):
+    """On a multi-caption layout (20 captions a video, as MSR-VTT's full test), the
+    "average" ranks are the CE / MMT averaged positions: MdR and MnR agree with and
+    without ties, and every R@K agrees without ties. (With ties R@K differs by design:
+    the CE / MMT code thresholds the averaged position, this metric is the expected recall.)"""
+    rng = np.random.default_rng(3)
+    n_videos, per_video = 60, 20
+    if tied:
+        sims = (np.round(rng.random((n_videos * per_video, n_videos)) * 8) / 8).astype(np.float32)
+    else:
+        sims = rng.permuted(np.tile(np.arange(n_videos, dtype=np.float32) / n_videos, (n_videos * per_video, 1)),
+                            axis=1)
+    relevant = np.arange(n_videos * per_video) // per_video
+    ours, ref = retrieval_metrics(sims, relevant, ks=(1, 5, 10, 50)), ce_mmt_t2v(sims)
+    assert ours["MdR"] == ref["MdR"]
+    # equal up to the order of float operations (mean vs sum / n)
+    assert ours["MnR"] == pytest.approx(ref["MnR"], rel=1e-12)
+    if not tied:
+        assert {k: ours[k] for k in ("R1", "R5", "R10", "R50")} == pytest.approx(
+            {k: ref[k] for k in ("R1", "R5", "R10", "R50")}, rel=1e-12)
+    else:
+        assert ours["R1"] != pytest.approx(ref["R1"])  # the matrix does have ties at rank 1
 
 
 # --- protocols ------------------------------------------------------------------------

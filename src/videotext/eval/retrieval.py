@@ -24,12 +24,17 @@ NaN scores count as -inf (a model that outputs NaN for a pair ranks it last; a N
 best relevant score ties with every other NaN/-inf score). Recalls are in percent;
 MdR is the median and MnR the mean of the per-query ranks.
 
-The metric counts instead of sorting: queries are processed in chunks, and each chunk
-is compared against its best relevant scores (two comparisons, two counts). Memory
-beyond the input is O(chunk_size × n_targets) and no float64 copy of the matrix is
-made, so a 60 000 × 3 000 matrix costs a few MB extra (``bench/metrics.py``). Torch
-tensors are counted on their own device in their own dtype (CPU tensors other than
-bfloat16 are read through numpy, sharing memory, which counts faster).
+The metric counts instead of sorting: each query's scores are compared against its
+best relevant score (two comparisons, two counts), never sorted. On CPU the matrix is
+read once, in cache-sized blocks of queries (~256k elements) that stay in cache for
+both comparisons; the 0/1 flags are counted 8 at a time as 64-bit popcounts. A
+transposed matrix (``sims.T`` of a C-ordered one, as v2t passes) is read along its
+memory rows instead, blocks of targets against every query at once. Memory beyond
+the input is O(block × n_targets) and no float64 copy of the matrix is made, so a
+59 800 × 2 990 matrix costs a few MB extra (``bench/metrics.py`` times it against the
+sort of the CE / MMT code). Torch tensors are counted on their own device in their
+own dtype, in chunks of ~4M elements (CPU tensors other than bfloat16 are read
+through numpy, sharing memory, which counts faster).
 """
 from __future__ import annotations
 
@@ -49,8 +54,11 @@ DEFAULT_KS = (1, 5, 10, 50)
 #: Result-table columns in the papers' order, (metric key, header): every table of the project uses these.
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("R1", "R@1"), ("R5", "R@5"), ("R10", "R@10"), ("R50", "R@50"), ("MdR", "MdR"), ("MnR", "MnR"))
-# elements of one chunk ([chunk_size, n_targets]); the temporaries are a few of these
-_AUTO_CHUNK_ELEMENTS = 1 << 22
+# matrix elements compared at once on CPU: a float32 block and its flags stay in L2
+_BLOCK_ELEMENTS = 1 << 18
+# matrix elements of one chunk of a tensor on its device ([chunk, n_targets])
+_TORCH_CHUNK_ELEMENTS = 1 << 22
+_BITWISE_COUNT = getattr(np, "bitwise_count", None)  # numpy >= 2.0: popcount
 
 
 # --- relevance: which targets are correct for each query ----------------------------
@@ -215,7 +223,9 @@ def retrieval_metrics(
             "optimistic" or "pessimistic"; see the module docstring.
         query_mask: bool ``[n_queries]``; False skips the query (e.g. a missing caption).
         ks: the K of the R@K keys; R1, R5 and R10 are always computed (geometric mean).
-        chunk_size: queries per chunk; None picks ~4M matrix elements per chunk.
+        chunk_size: queries compared at once; None picks a cache-sized block on CPU
+            (~256k matrix elements) and ~4M elements for a tensor on an accelerator.
+            A column-major matrix (``x.T``) is read in blocks of targets instead.
         target_mask: bool ``[n_targets]``; False removes the target from the ranking
             (it is neither a competitor nor a relevant target).
         return_ranks: also return the per-query ranks, float64 ``[n_queries]``, NaN
@@ -297,78 +307,196 @@ def _count_competitors(
     keep_target: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per evaluated query: #non-relevant targets scoring > and == its best relevant score."""
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     is_torch = _is_tensor(sims)
     if is_torch:
         sims = sims.detach()
         if sims.device.type == "cpu" and sims.dtype != _torch().bfloat16:
             sims, is_torch = sims.numpy(), False  # shares memory; numpy counts faster on CPU
+    removed = None if keep_target is None or keep_target.all() else np.flatnonzero(~keep_target)
+    best, relevant_ties = _best_relevant(sims, rel, queries, is_torch)  # [n] float64, [n] int64
+    if is_torch:
+        greater, greater_equal = _count_torch(sims, best, queries, chunk_size, removed)
+    else:
+        # comparisons are exact in the matrix's own float dtype: best came from it
+        dtype = sims.dtype if np.issubdtype(sims.dtype, np.floating) else np.dtype(np.float64)
+        cuts = best.astype(dtype)  # [n]
+        if _column_major(sims) and 8 * len(queries) >= sims.shape[0]:
+            greater, greater_equal = _count_columns(sims.T, cuts, queries, keep_target)
+        else:
+            block_rows = chunk_size or max(1, _BLOCK_ELEMENTS // max(int(sims.shape[1]), 1))
+            greater, greater_equal = _count_rows(sims, cuts, queries, block_rows, removed)
+    greater = greater.astype(np.int64)
+    greater_equal = greater_equal.astype(np.int64)
+    nan_best = np.flatnonzero(best == -np.inf)
+    if len(nan_best):  # NaN = -inf: NaN scores tie with a -inf best relevant score
+        greater_equal[nan_best] += _count_nan(sims, queries[nan_best], removed, is_torch)
+    return greater, greater_equal - greater - relevant_ties
+
+
+def _best_relevant(sims: Any, rel: Relevance, queries: np.ndarray, is_torch: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Best relevant score of each query (float64, NaN → -inf) and how many relevant targets equal it."""
+    counts = rel.counts[queries]  # [n], all >= 1
+    offsets = np.zeros(len(queries), dtype=np.int64)
+    np.cumsum(counts[:-1], out=offsets[1:])
+    local = np.repeat(np.arange(len(queries)), counts)  # [p] query of each pair
+    pos = np.arange(int(counts.sum())) - np.repeat(offsets, counts) + np.repeat(rel.indptr[queries], counts)
+    cols = rel.indices[pos]  # [p] target index
+    if is_torch:
+        torch = _torch()
+        index = (torch.from_numpy(queries[local]).to(sims.device), torch.from_numpy(cols).to(sims.device))
+        vals = sims[index].double().cpu().numpy()
+    else:
+        vals = np.asarray(sims[queries[local], cols], dtype=np.float64)
+    vals[np.isnan(vals)] = -np.inf
+    best = np.maximum.reduceat(vals, offsets)  # [n]
+    ties = np.add.reduceat((vals == best[local]).astype(np.int64), offsets)  # [n]
+    return best, ties
+
+
+def _column_major(sims: np.ndarray) -> bool:
+    """True for a transposed C-ordered matrix (``x.T``): each query's scores are strided."""
+    return sims.ndim == 2 and sims.flags.f_contiguous and not sims.flags.c_contiguous
+
+
+def _count_rows(
+    sims: np.ndarray, cuts: np.ndarray, queries: np.ndarray, block_rows: int, removed: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """#targets > and >= each query's cut, a block of query rows at a time.
+
+    A block ([block_rows, n_targets]) and its flags stay in cache between the two
+    comparisons, so the matrix is read from memory once. The 0/1 flag bytes are counted
+    8 at a time as the popcount of 64-bit words (rows padded to a multiple of 8 flags).
+    """
     n_targets = int(sims.shape[1])
-    if chunk_size is None:
-        chunk_size = max(1, _AUTO_CHUNK_ELEMENTS // max(n_targets, 1))
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    removed = None if keep_target is None else np.flatnonzero(~keep_target)
-    if removed is not None and is_torch:
-        removed = _torch().from_numpy(removed).to(sims.device)
+    # at least one padding byte: against a broadcast [c, 1] cut, numpy compares into a
+    # contiguous [c, n] output about 2× slower than into rows of a wider buffer (measured)
+    width = -(-(n_targets + 1) // 8) * 8
+    flags = np.zeros((block_rows, width), dtype=bool)  # [b, width]; the padding stays False
+    words = flags.view(np.uint64)  # [b, width // 8]
+    bits = np.empty(words.shape, dtype=np.uint8)  # [b, width // 8] popcount of each word
+    count_dtype = np.uint16 if n_targets < 1 << 16 else np.uint64
+    greater = np.empty(len(queries), dtype=count_dtype)
+    greater_equal = np.empty(len(queries), dtype=count_dtype)
+    contiguous = sims.flags.c_contiguous
+    to_float = not np.issubdtype(sims.dtype, np.floating)
+    for start in range(0, len(queries), block_rows):
+        rows = queries[start : start + block_rows]  # [c]
+        c = len(rows)
+        if rows[-1] - rows[0] == c - 1 and contiguous:  # a view, no copy
+            block = sims[int(rows[0]) : int(rows[-1]) + 1]
+        else:
+            block = np.ascontiguousarray(sims[rows])  # [c, n_targets] copy
+        if to_float:
+            block = block.astype(np.float64)
+        cut = cuts[start : start + c, None]  # [c, 1]
+        flag = flags[:c, :n_targets]
+        for compare, out in ((np.greater, greater), (np.greater_equal, greater_equal)):
+            compare(block, cut, out=flag)
+            if removed is not None:
+                flag[:, removed] = False
+            out[start : start + c] = _count_flags(flags[:c], words[:c], bits[:c], count_dtype)
+    return greater, greater_equal
+
+
+def _count_flags(flags: np.ndarray, words: np.ndarray, bits: np.ndarray, count_dtype: Any) -> np.ndarray:
+    """Row-wise number of True: [c, width] bool → [c] count_dtype."""
+    if _BITWISE_COUNT is None:  # numpy < 2.0
+        return np.add.reduce(flags.view(np.uint8), axis=1, dtype=count_dtype)
+    _BITWISE_COUNT(words, out=bits)
+    return np.add.reduce(bits, axis=1, dtype=count_dtype)
+
+
+def _count_columns(
+    by_target: np.ndarray, cuts: np.ndarray, queries: np.ndarray, keep_target: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_count_rows` for a column-major matrix, read along its memory rows.
+
+    ``by_target`` is the C-ordered ``[n_targets, n_queries]`` matrix (``sims.T``). Blocks
+    of up to 255 targets are compared against every query's cut at once (a [n_queries]
+    row broadcast) and summed over targets in uint8 without overflow. Every query is
+    counted (unevaluated ones against a NaN cut); only `queries` are returned.
+    """
+    n_targets, n_queries = (int(s) for s in by_target.shape)
+    cut = np.full(n_queries, np.nan, dtype=cuts.dtype)  # [n_queries]
+    cut[queries] = cuts
+    targets = np.arange(n_targets) if keep_target is None else np.flatnonzero(keep_target)
+    block_targets = max(1, min(255, _BLOCK_ELEMENTS // max(n_queries, 1)))
+    # [b, n_queries] in a padded buffer, for the same reason as in `_count_rows`
+    flags = np.empty((block_targets, n_queries + 8), dtype=bool)[:, :n_queries]
+    partial = np.empty(n_queries, dtype=np.uint8)  # [n_queries] count within one block
+    greater = np.zeros(n_queries, dtype=np.int64)
+    greater_equal = np.zeros(n_queries, dtype=np.int64)
+    to_float = not np.issubdtype(by_target.dtype, np.floating)
+    for start in range(0, len(targets), block_targets):
+        rows = targets[start : start + block_targets]  # [c]
+        c = len(rows)
+        if rows[-1] - rows[0] == c - 1:
+            block = by_target[int(rows[0]) : int(rows[-1]) + 1]  # a view
+        else:
+            block = by_target[rows]  # [c, n_queries] copy
+        if to_float:
+            block = block.astype(np.float64)
+        flag = flags[:c]
+        for compare, out in ((np.greater, greater), (np.greater_equal, greater_equal)):
+            compare(block, cut, out=flag)
+            np.add.reduce(flag.view(np.uint8), axis=0, dtype=np.uint8, out=partial)
+            out += partial
+    return greater[queries], greater_equal[queries]
+
+
+def _count_torch(
+    sims: Any, best: np.ndarray, queries: np.ndarray, chunk_size: int | None, removed: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """#targets > and >= each query's best relevant score, on the tensor's own device."""
+    torch = _torch()
+    n_targets = int(sims.shape[1])
+    chunk_size = chunk_size or max(1, _TORCH_CHUNK_ELEMENTS // max(n_targets, 1))
+    gone = None if removed is None else torch.from_numpy(removed).to(sims.device)
     greater = np.empty(len(queries), dtype=np.int64)
-    equal = np.empty(len(queries), dtype=np.int64)
+    greater_equal = np.empty(len(queries), dtype=np.int64)
     for start in range(0, len(queries), chunk_size):
         rows = queries[start : start + chunk_size]  # [c]
         if rows[-1] - rows[0] == len(rows) - 1:  # contiguous: a view, no copy
             block = sims[int(rows[0]) : int(rows[-1]) + 1]
         else:
-            block = sims[_torch().from_numpy(rows).to(sims.device)] if is_torch else sims[rows]
-        block = _as_float(block, is_torch)  # [c, n_targets]
-        best, relevant_ties = _best_relevant(block, rel, rows, is_torch)  # [c] float64, [c] int64
-        cut = (_torch().from_numpy(best).to(block.dtype).to(block.device) if is_torch
-               else best.astype(block.dtype))[:, None]  # [c, 1], exact: best came from block
-        g, ge = _count(block > cut, is_torch), _count(block >= cut, is_torch)
-        if removed is not None and len(removed):
-            gone = block[:, removed]  # [c, n_removed]
-            g, ge = g - _count(gone > cut, is_torch), ge - _count(gone >= cut, is_torch)
-        nan_best = np.flatnonzero(best == -np.inf)
-        if len(nan_best):  # NaN = -inf: NaN scores tie with a -inf best relevant score
-            sub = block[_torch().from_numpy(nan_best).to(block.device)] if is_torch else block[nan_best]
-            if removed is not None and len(removed):
-                sub = sub.clone() if is_torch else sub.copy()
-                sub[:, removed] = 0.0
-            ge[nan_best] += _count(sub != sub, is_torch)
-        greater[start : start + len(rows)] = g
-        equal[start : start + len(rows)] = ge - g - relevant_ties
-    return greater, equal
+            block = sims[torch.from_numpy(rows).to(sims.device)]
+        block = _as_float(block, True)  # [c, n_targets]
+        # exact: each best came from the block's dtype
+        cut = torch.from_numpy(best[start : start + len(rows)]).to(block.dtype).to(block.device)[:, None]
+        for flag, out in ((block > cut, greater), (block >= cut, greater_equal)):
+            if gone is not None:
+                flag[:, gone] = False
+            out[start : start + len(rows)] = flag.sum(dim=1).cpu().numpy()
+    return greater, greater_equal
 
 
-def _best_relevant(block: Any, rel: Relevance, rows: np.ndarray, is_torch: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Best relevant score of each row (float64, NaN → -inf) and how many relevant targets equal it."""
-    counts = rel.counts[rows]  # [c], all >= 1
-    offsets = np.zeros(len(rows), dtype=np.int64)
-    np.cumsum(counts[:-1], out=offsets[1:])
-    local = np.repeat(np.arange(len(rows)), counts)  # [p] row within the block
-    pos = np.arange(int(counts.sum())) - np.repeat(offsets, counts) + np.repeat(rel.indptr[rows], counts)
-    cols = rel.indices[pos]  # [p] target index
-    if is_torch:
-        torch = _torch()
-        vals = block[torch.from_numpy(local).to(block.device), torch.from_numpy(cols).to(block.device)]
-        vals = vals.double().cpu().numpy()
-    else:
-        vals = np.asarray(block[local, cols], dtype=np.float64)
-    vals[np.isnan(vals)] = -np.inf
-    best = np.maximum.reduceat(vals, offsets)  # [c]
-    ties = np.add.reduceat((vals == best[local]).astype(np.int64), offsets)  # [c]
-    return best, ties
+def _count_nan(sims: Any, rows: np.ndarray, removed: np.ndarray | None, is_torch: bool) -> np.ndarray:
+    """Number of NaN scores of each of `rows` among the kept targets: [len(rows)] int64."""
+    n_targets = int(sims.shape[1])
+    out = np.empty(len(rows), dtype=np.int64)
+    step = max(1, _TORCH_CHUNK_ELEMENTS // max(n_targets, 1))
+    for start in range(0, len(rows), step):
+        chunk = rows[start : start + step]
+        if is_torch:
+            torch = _torch()
+            nan = torch.isnan(sims[torch.from_numpy(chunk).to(sims.device)])  # [c, n_targets]
+            if removed is not None:
+                nan[:, torch.from_numpy(removed).to(sims.device)] = False
+            out[start : start + len(chunk)] = nan.sum(dim=1).cpu().numpy()
+        else:
+            nan = np.isnan(_as_float(sims[chunk], False))  # [c, n_targets]
+            if removed is not None:
+                nan[:, removed] = False
+            out[start : start + len(chunk)] = np.count_nonzero(nan, axis=1)
+    return out
 
 
 def _as_float(block: Any, is_torch: bool) -> Any:
     if is_torch:
         return block if block.is_floating_point() else block.double()
     return block if np.issubdtype(block.dtype, np.floating) else block.astype(np.float64)
-
-
-def _count(flags: Any, is_torch: bool) -> np.ndarray:
-    """Row-wise number of True: [c, n] bool → [c] int64 (numpy)."""
-    if is_torch:
-        return flags.sum(dim=1).cpu().numpy().astype(np.int64)
-    return np.count_nonzero(flags, axis=1).astype(np.int64)
 
 
 def _torch():
