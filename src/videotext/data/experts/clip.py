@@ -5,8 +5,8 @@ at decode time) and goes through open_clip's own eval transform, the one
 `open_clip.create_model_and_transforms` returns (`videotext.openclip.FramePreprocess`:
 shorter side to the input size, bicubic through PIL, centre crop, the model's mean / std);
 then `encode_image` gives the projected, not yet normalised, embedding [D] (D = the model's
-embed_dim; 512 for ViT-B-32), in bf16 autocast where `--precision` (`auto`: by the tower's
-measured cosine, `videotext.runtime.network_precision`) says so. So a zero-shot run scores a video as open_clip does on PIL
+embed_dim; 512 for ViT-B-32), with the tower in bf16 weights where `--precision` (`auto`: by
+the tower's measured cosine, `videotext.runtime.network_precision`) says so. So a zero-shot run scores a video as open_clip does on PIL
 images of the same frames. One step per second by default, as CLIP4Clip samples frames
 (§4.2: 1 frame per second).
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from videotext import openclip
 from videotext.data.experts.appearance import CentreFrameNetworkExpert
-from videotext.runtime import autocast, network_precision
+from videotext.runtime import full_precision, network_precision
 
 
 class CLIPExpert(CentreFrameNetworkExpert):
@@ -56,8 +56,11 @@ class CLIPExpert(CentreFrameNetworkExpert):
     @property
     def model(self):
         if self._model is None:
-            self._dtype = network_precision(self.name, self.precision, self.device)  # bf16 autocast, or None: fp32
-            self._model = openclip.load_clip(self.model_arg, self.pretrained).visual.to(self.device).eval()
+            # bf16: the tower's weights are stored in bf16 and it runs in them, autocast off: 1.8x
+            # fp32's speed on an AVX512-BF16 CPU, where autocast's per-op casts were slower than fp32
+            self._dtype = network_precision(self.name, self.precision, self.device)  # bf16, or None: fp32
+            visual = openclip.load_clip(self.model_arg, self.pretrained).visual.to(self.device).eval()
+            self._model = visual.to(self._dtype) if self._dtype is not None else visual
         return self._model
 
     @property
@@ -81,8 +84,8 @@ class CLIPExpert(CentreFrameNetworkExpert):
 
         model = self.model
         out = []
-        with torch.inference_mode(), autocast(self._dtype, self.device):
+        with torch.inference_mode(), full_precision(self.device):
             for start in range(0, len(crops), self.batch_size):
                 x = self.pixels(crops[start : start + self.batch_size]).to(self.device)  # [B, 3, S, S]
-                out.append(model(x).float().cpu().numpy())
+                out.append(model(x.to(self._dtype or x.dtype)).float().cpu().numpy())
         return np.concatenate(out)
