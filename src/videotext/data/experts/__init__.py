@@ -10,6 +10,7 @@ lazily, so using the motion expert never imports timm. Built-in experts:
 | `audio`      | audio  | 128  | 1/rate (1 s)    | log-mel (64 bands) mean and std per step        |
 | `words`      | speech | 50   | irregular (0)   | GloVe 6B 50-d vector per narration word         |
 | `clip`       | frames | 512  | 1/rate (1 s)    | CLIP image embedding (open_clip; ViT-B-32: 512) |
+| `speech`     | speech | 50   | irregular (0)   | `words` of the transcript (subtitles, else ASR) |
 
 `extract_features(source, experts, out_dir)` runs them over a manifest, a dataset or
 any folder of videos into a `FeatureStore`; it is resumable and skips broken files.
@@ -35,6 +36,7 @@ _REGISTRY: dict[str, str | Callable[..., Expert]] = {
     "audio": "videotext.data.experts.audio:LogMelExpert",
     "words": "videotext.data.experts.words:GloveWordsExpert",
     "clip": "videotext.data.experts.clip:CLIPExpert",
+    "speech": "videotext.data.experts.words:SpeechWordsExpert",
 }
 
 

@@ -378,6 +378,7 @@ def extract_features(source: Any, experts: Sequence[str | Expert], out_dir: str 
                            settings.shard)
     for name, key in plan.stored:
         stage.remove(name, key)  # a long video stored before its chunks were removed
+    plan.todo[:] = with_transcripts(plan.todo, built, out_dir, settings, log)
     totals, stats = _new_counts(built, plan)
     try:
         run_extraction(plan.todo, built, settings, stage.root, _Sink(writers, log, stage, stats, totals))
@@ -408,6 +409,7 @@ def _extract_by_rank(source: Any, experts: Sequence[str | Expert], out_dir: str 
                            settings.shard)
     for name, key in plan.stored:
         stage.remove(name, key)
+    plan.todo[:] = with_transcripts(plan.todo, built, out_dir, settings, log)
     totals, stats = _new_counts(built, plan)
     try:
         run_extraction(plan.todo, built, settings, stage.root, _Sink(writers, log, stage, stats, totals))
@@ -418,6 +420,28 @@ def _extract_by_rank(source: Any, experts: Sequence[str | Expert], out_dir: str 
     merge_ranks(store, writers)
     totals, stats = _sum_over_ranks(totals, stats)
     return _summary(totals, stats, started, store, log)
+
+
+def with_transcripts(todo: list[Item], built: dict[str, Expert], out_dir: str | os.PathLike,
+                     settings: ExtractionSettings, log: FailureLog) -> list[Item]:
+    """The planned videos, those without speech that a transcript-reading expert (`speech`) still
+    needs given their transcripts (`videotext.data.speech.transcripts`, kept in `out_dir`)."""
+    reader = next((e for name, e in built.items() if getattr(e, "transcribes", False)), None)
+    if reader is None:
+        return todo
+    wanted = [item for item in todo if reader.name in item.experts and not item.speech and item.path is not None]
+    if not wanted:
+        return todo
+    from videotext.data.speech.transcripts import TranscriptStore, transcribe
+
+    transcribe([(item.key, item.path) for item in wanted], out_dir, reader.engine, reader.model,
+               recognize=reader.recognize, progress=settings.progress, failures=log, threads=settings.threads)
+    store = TranscriptStore(out_dir)
+    out = []
+    for item in todo:
+        transcript = store.get(item.key) if item in wanted else None
+        out.append(dataclasses.replace(item, speech=transcript.segments()) if transcript else item)
+    return out
 
 
 def merge_ranks(store: FeatureStore, writers: dict[str, FeatureWriter]) -> None:

@@ -99,3 +99,21 @@ class GloveWordsExpert(SpeechExpert):
         if not rows:
             return np.zeros((0, self.dim), np.float32), np.zeros(0)
         return np.asarray(vectors[np.asarray(rows)], dtype=np.float32), np.asarray(times)  # [T, 50], [T]
+
+
+class SpeechWordsExpert(GloveWordsExpert):
+    """MMT's `speech` expert on any folder: GloVe vectors of what is said (MMT §4.1 embeds the
+    speech transcript's words with word2vec; GloVe 6B 50-d is the word vectors shipped here).
+
+    A video with `speech` in its manifest uses it as is; a video of a folder gets its transcript
+    first (subtitles, else recognition by `engine` / `model`, `videotext.data.speech.transcripts`),
+    kept in the feature store's folder as `transcripts.jsonl`."""
+
+    name = "speech"
+    transcribes = True
+
+    def __init__(self, engine: str = "whisper", model: str = "tiny.en", recognize: bool = True):
+        self.engine, self.model, self.recognize = engine, model, recognize
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "engine": self.engine, "model": self.model, "recognize": self.recognize}
