@@ -101,6 +101,8 @@ def synth(
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Rendering processes."),
     narration: bool = typer.Option(False, "--narration", help="Add a noisy narration track (speech segments) for pre-training."),
     splits: str = typer.Option("0.8,0.1,0.1", help="Train, val, test fractions; the demo uses 0.64,0.1,0.26."),
+    shared_events: float = typer.Option(0.0, "--shared-events", min=0.0, max=1.0,
+                                        help="Share of videos whose events recur in other videos (0 = the default data)."),
 ) -> None:
     """Render the procedural video-text dataset (real H.264 + AAC mp4 files and a manifest)."""
     from videotext.data.synthetic import synthesize
@@ -110,7 +112,7 @@ def synth(
     except ValueError:
         raise VideoTextError(f"--splits: expected three comma-separated numbers, got {splits!r}") from None
     dataset = synthesize(out, num_videos=videos, seed=seed, workers=workers, narration=narration,
-                         split_fractions=fractions)
+                         split_fractions=fractions, shared_events=shared_events)
     sizes = ", ".join(f"{name} {len(ids)}" for name, ids in dataset.splits.items())
     typer.echo(f"wrote {len(dataset)} videos ({sizes}) and {out / 'manifest.json'}")
 
@@ -279,6 +281,60 @@ def train(
             continue
         typer.echo(direction + "  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in ("R1", "R5", "R10", "MdR")))
     typer.echo(f"mean ± std over {len(results)} seeds: {run_dir / 'seeds_summary.json'}")
+
+
+benchmark_app = typer.Typer(help="Train and test every method on one data set, several seeds; write the table.",
+                            no_args_is_help=True)
+app.add_typer(benchmark_app, name="benchmark")
+
+
+@benchmark_app.command("run")
+@user_errors
+def benchmark_run(
+    name: str = typer.Argument(..., help="A packaged benchmark (synthetic) or a benchmark YAML file."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Runs folder (default runs/benchmark/NAME)."),
+    data_root: Path = typer.Option(Path("data"), help="Where the data sets live (the demo's: data/)."),
+    rows: Optional[str] = typer.Option(None, help="Comma-separated row names (default: all, in the definition's order)."),
+    seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds (default: the definition's)."),
+    epochs: Optional[int] = typer.Option(None, min=1, help="Every row's epoch budget (quick checks; the table shows it)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a definition key, e.g. data.videos=32."),
+    page: Optional[Path] = typer.Option(None, help="Markdown page rewritten after each run (default OUT/benchmark.md)."),
+    progress: bool = typer.Option(False, help="Show progress bars."),
+) -> None:
+    """Train, select on validation and test every (row, seed) not finished yet; resumes, reuses finished runs."""
+    from videotext.benchmark.definition import load_benchmark
+    from videotext.benchmark.runner import run_benchmark
+    from videotext.benchmark.table import write_page
+
+    bench = load_benchmark(name, list(set_ or []))
+    out = out or Path("runs/benchmark") / bench.name
+    seed_list = [int(s) for s in split_list(seeds)] if seeds else None
+    if seed_list is not None:
+        bench.seeds = seed_list
+    page = page or out / "benchmark.md"
+    command = f"videotext benchmark report {name} --out {out} -o {page}"
+    result = run_benchmark(bench, out, data_root, rows=split_list(rows) if rows else None, seeds=seed_list,
+                           epochs=epochs, progress=progress, after_each=lambda: write_page(bench, out, page, command))
+    write_page(bench, out, page, command)
+    typer.echo(f"{len(result['finished'])} runs finished, {len(result['failed'])} failed; table: {page}")
+
+
+@benchmark_app.command("report")
+@user_errors
+def benchmark_report(
+    name: str = typer.Argument(..., help="A packaged benchmark (synthetic) or a benchmark YAML file."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs folder (default runs/benchmark/NAME)."),
+    page: Path = typer.Option(Path("docs/benchmark.md"), "-o", "--page", help="Markdown page to write (a PNG plot beside it)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a definition key, e.g. seeds=[0]."),
+) -> None:
+    """Write the benchmark page from the finished runs (unfinished ones are marked not run)."""
+    from videotext.benchmark.definition import load_benchmark
+    from videotext.benchmark.table import write_page
+
+    bench = load_benchmark(name, list(set_ or []))
+    out = out or Path("runs/benchmark") / bench.name
+    written = write_page(bench, out, page, f"videotext benchmark report {name}" + (f" --out {out}" if out != Path("runs/benchmark") / bench.name else "") + f" -o {page}")
+    typer.echo(f"wrote {written}")
 
 
 @app.command("configs")

@@ -10,7 +10,7 @@ at the top of a file or inside a function, goes to a module of the same layer or
     train         train
     search        search (the index and its stores)
     apps          inference convert captioning search.service (the HTTP app loads a model)
-    entry         cli demo __main__ and the package's public __init__
+    entry         cli demo benchmark __main__ and the package's public __init__
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ LAYERS = [
     ("train", ("train",)),
     ("search", ("search",)),
     ("apps", ("inference", "convert", "captioning", "search.service")),
-    ("entry", ("cli", "demo", "__main__", "")),
+    ("entry", ("cli", "demo", "benchmark", "__main__", "")),
 ]
 
 

@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from videotext.data.schema import VideoTextDataset
 from videotext.data.synthetic.narration import narrate, narration_meta
 from videotext.data.synthetic.render import frame_count, is_rendered, render_video
-from videotext.data.synthetic.specs import VideoSpec, assign_splits, generate_specs
+from videotext.data.synthetic.specs import VideoSpec, assign_splits, generate_specs, shared_look_pool
 from videotext.data.synthetic.vocab import (
     ACTIONS,
     COLOURS,
@@ -79,6 +79,7 @@ def synthesize(
     duration: float = DEFAULT_DURATION,
     sample_rate: int = DEFAULT_SAMPLE_RATE,
     narration: bool = False,
+    shared_events: float = 0.0,
 ) -> VideoTextDataset:
     """Render `num_videos` synthetic videos to ``out_dir/videos/<id>.mp4`` and write
     ``out_dir/manifest.json``; return the dataset.
@@ -91,11 +92,13 @@ def synthesize(
     1024-sample frames, so it runs up to ~0.1 s longer than the video (see `render`).
     With `narration`, every video also gets a noisy spoken track as its `speech`
     segments (`synthetic.narration`: jittered in time, partly filler or off-topic); off,
-    the manifest is byte-identical to one written without the option.
+    the manifest is byte-identical to one written without the option. `shared_events`
+    (0 to 1) is the share of videos whose events recur in other videos (`generate_specs`);
+    at 0 the data set is the default one.
     """
     _check(num_videos, size, fps, duration, sample_rate, workers)
     try:
-        specs = generate_specs(num_videos, seed, duration=duration)
+        specs = generate_specs(num_videos, seed, duration=duration, shared_events=shared_events)
         splits = assign_splits(specs, seed, split_fractions)
     except ValueError as exc:
         raise SynthesisError(str(exc)) from None
@@ -143,6 +146,9 @@ def synthesize(
     }
     if narration:
         meta["narration"] = narration_meta()
+    if shared_events > 0:
+        meta["shared_events"] = float(shared_events)
+        meta["shared_looks"] = [list(look) for look in shared_look_pool(seed)]
     dataset = VideoTextDataset(DATASET_NAME, videos, splits, root=out, meta=meta)
     dataset.save(out / MANIFEST)
     return dataset

@@ -39,6 +39,7 @@ from videotext.data.synthetic.vocab import (
     SHAPES,
     SHARE_COLOUR_PROB,
     SHARE_SHAPE_PROB,
+    SHARED_EVENT_LOOKS,
     SIZE_STEPS,
     SPLIT_NAMES,
     SYNTH_VERSION,
@@ -355,13 +356,28 @@ def describe(
 
 
 # --- the dataset's specs ---------------------------------------------------------------------
-def _unit_members(seed: int, unit: int, duration: float) -> list[tuple[tuple[ObjectSpec, ...], list[EventSpec], str | None]]:
-    """The videos of one random unit: a base video, plus its distractors if it is a group."""
+def shared_look_pool(seed: int, size: int = SHARED_EVENT_LOOKS) -> list[Look]:
+    """The few (colour, shape) looks that the shared-event videos of a dataset draw from."""
+    return _pick_looks(random.Random(f"videotext-synth-shared-pool:{seed}"), size)
+
+
+def _unit_members(seed: int, unit: int, duration: float, shared_events: float = 0.0,
+                  shared_looks: int = SHARED_EVENT_LOOKS) -> list[tuple[tuple[ObjectSpec, ...], list[EventSpec], str | None]]:
+    """The videos of one random unit: a base video, plus its distractors if it is a group.
+
+    With probability `shared_events` the unit's objects are taken from the dataset's small
+    pool of looks (`shared_look_pool`), so its events (look, action) recur in other videos,
+    as "a man is cooking" recurs across MSR-VTT. The draw has its own random stream: at 0 the
+    unit is exactly the one made without the option."""
     rng = random.Random(f"videotext-synth:{seed}:{unit}")
     max_events = min(EVENT_COUNT_RANGE[1], int(round(duration / TIME_GRID)) // MIN_EVENT_UNITS)
     count = rng.randint(EVENT_COUNT_RANGE[0], max_events)
     object_counts = list(range(1, min(MAX_OBJECTS, count) + 1))
     looks = _pick_looks(rng, rng.choices(object_counts, weights=OBJECT_COUNT_WEIGHTS[: len(object_counts)])[0])
+    if shared_events > 0:
+        sharing = random.Random(f"videotext-synth-shared:{seed}:{unit}")
+        if sharing.random() < shared_events:
+            looks = sharing.sample(shared_look_pool(seed, shared_looks), len(looks))
     steps = _random_steps(rng, looks, count)
     slots = _slots(rng, count, duration)
     objects = _layout(rng, looks, steps)
@@ -385,14 +401,22 @@ def _unit_members(seed: int, unit: int, duration: float) -> list[tuple[tuple[Obj
     return members
 
 
-def generate_specs(num_videos: int, seed: int = 0, *, duration: float = 6.0) -> list[VideoSpec]:
+def generate_specs(num_videos: int, seed: int = 0, *, duration: float = 6.0, shared_events: float = 0.0,
+                   shared_looks: int = SHARED_EVENT_LOOKS) -> list[VideoSpec]:
     """The event scripts and text of `num_videos` videos (pure: no files are written).
 
     Video ids are ``synth000000``, ``synth000001``, …; members of a distractor group are
     consecutive and share ``group``; variants name their base in ``distractor_of``.
+    `shared_events` is the share of units whose objects come from a pool of `shared_looks`
+    looks, so that their events recur in other videos (Support-set §1: captions of
+    different videos describe the same events).
     """
     if num_videos < 1:
         raise ValueError(f"num_videos must be ≥ 1, got {num_videos}")
+    if not 0.0 <= shared_events <= 1.0:
+        raise ValueError(f"shared_events must be within [0, 1], got {shared_events}")
+    if shared_looks < MAX_OBJECTS:
+        raise ValueError(f"shared_looks must be ≥ {MAX_OBJECTS} (the most objects in a video), got {shared_looks}")
     if duration / TIME_GRID < EVENT_COUNT_RANGE[0] * MIN_EVENT_UNITS:
         raise ValueError(
             f"duration must be ≥ {EVENT_COUNT_RANGE[0] * MIN_EVENT_UNITS * TIME_GRID} s "
@@ -401,7 +425,7 @@ def generate_specs(num_videos: int, seed: int = 0, *, duration: float = 6.0) -> 
     specs: list[VideoSpec] = []
     unit = 0
     while len(specs) < num_videos:
-        members = _unit_members(seed, unit, duration)[: num_videos - len(specs)]
+        members = _unit_members(seed, unit, duration, shared_events, shared_looks)[: num_videos - len(specs)]
         group = f"group{unit:06d}" if len(members) > 1 else None
         base_id = f"{ID_PREFIX}{len(specs):06d}"
         for k, (objects, events, kind) in enumerate(members):

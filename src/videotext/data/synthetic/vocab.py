@@ -89,6 +89,7 @@ SHARE_COLOUR_PROB = 0.35  # a new object copies the colour of an existing one
 SHARE_SHAPE_PROB = 0.35  # … or its shape
 DISTRACTOR_GROUP_PROB = 0.2  # a unit becomes a group: base + order and/or direction variants
 DISTRACTOR_KINDS = ("order", "direction")
+SHARED_EVENT_LOOKS = 4  # looks in the pool of the shared-event variant (`synthesize(shared_events=…)`)
 
 # --- text ----------------------------------------------------------------------------------
 # The first phrase of each list is the canonical one used in segment sentences.

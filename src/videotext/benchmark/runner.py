@@ -1,0 +1,294 @@
+"""Run a benchmark: each (row, seed) trained, selected on validation, tested once, costed.
+
+Layout under the output folder: ``<row>/seed_<n>/`` is an ordinary `videotext train` run
+directory (config, checkpoints, metrics.jsonl, test_metrics.json) plus ``benchmark.json``,
+written last (atomically): the run's test metrics, those of its extra evaluations, its
+validation curve, parameters, training CPU-seconds and inference time. A run with
+``benchmark.json`` is finished and reused; one with a checkpoint resumes from it; a run
+another live process is working on (``benchmark.lock`` names its pid) is left to it, so
+two processes can share the list.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from videotext.benchmark.definition import BenchmarkDef, DataDef, EvalDef, RowDef
+from videotext.config import ConfigError, load_config, parse_value
+from videotext.data.experts import extract_features
+from videotext.data.schema import VideoTextDataset
+from videotext.data.synthetic import synthesize
+from videotext.data.synthetic.sharing import batch_event_sharing
+from videotext.encode import encode_texts, encode_videos
+from videotext.eval.evaluate import Encoded, metric_directions, score
+from videotext.eval.protocols import evaluate_split
+from videotext.eval.retrieval import dataset_caption_relevance
+from videotext.io import write_json
+from videotext.train.trainer import Trainer, read_metrics_log
+
+log = logging.getLogger(__name__)
+
+RESULT = "benchmark.json"
+LOCK = "benchmark.lock"
+
+
+def run_dir(out: Path, row: RowDef, seed: int) -> Path:
+    return Path(out) / row.name / f"seed_{seed}"
+
+
+def plan(bench: BenchmarkDef, rows: list[str] | None = None, seeds: list[int] | None = None) -> list[tuple[RowDef, int]]:
+    """The (row, seed) runs in the order they are worth having: phase by phase, and inside a
+    phase every row's first seed before any row's second."""
+    chosen = [bench.row(name) for name in rows] if rows else list(bench.rows)
+    seed_list = seeds if seeds is not None else bench.seeds
+    index = {row.name: i for i, row in enumerate(bench.rows)}
+    runs = [(row, seed) for row in chosen for seed in seed_list]
+    return sorted(runs, key=lambda rs: (rs[0].phase, seed_list.index(rs[1]), index[rs[0].name]))
+
+
+# --- locks: one process per run or data folder -------------------------------------------------
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def claim(lock: Path) -> Iterator[bool]:
+    """Hold `lock` (a file naming this pid) while the block runs; yields False, holding
+    nothing, when another live process holds it. A lock left by a dead process is taken over."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                holder = 0
+            if holder and holder != os.getpid() and _alive(holder):
+                yield False
+                return
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        try:
+            yield True
+        finally:
+            lock.unlink(missing_ok=True)
+        return
+    yield False
+
+
+# --- data ------------------------------------------------------------------------------------
+class DataBusy(Exception):
+    """Another process is making this data set or one of its experts' features."""
+
+
+def prepare_data(data: DataDef, experts: list[str], data_root: Path, progress: bool) -> tuple[Path, Path]:
+    """The row's synthetic set and its features (made if missing; both steps resume), under
+    per-folder and per-expert locks; raises DataBusy when another process holds one.
+    An existing set made with other settings is an error, never overwritten."""
+    folder = Path(data_root) / data.folder_name()
+    locks = [folder.with_name(folder.name + ".lock")] + [folder.with_name(f"{folder.name}.{e}.lock") for e in sorted(experts)]
+    with contextlib.ExitStack() as stack:
+        if not all(stack.enter_context(claim(lock)) for lock in locks):
+            raise DataBusy(str(folder))
+        return _prepare(folder, data, experts, progress)
+
+
+def _prepare(folder: Path, data: DataDef, experts: list[str], progress: bool) -> tuple[Path, Path]:
+    manifest = folder / "manifest.json"
+    if manifest.exists():
+        meta = json.loads(manifest.read_text(encoding="utf-8")).get("meta", {})
+        expected = {"num_videos": data.videos, "seed": data.seed,
+                    "split_fractions": [float(f) for f in data.splits], "shared_events": float(data.shared_events)}
+        found = {"num_videos": meta.get("num_videos"), "seed": meta.get("seed"),
+                 "split_fractions": meta.get("split_fractions"), "shared_events": float(meta.get("shared_events", 0.0))}
+        if found != expected:
+            raise ConfigError(f"{manifest}: made with {found}, the benchmark needs {expected}; "
+                              f"move it away or pass another --data-root")
+    else:
+        synthesize(folder, num_videos=data.videos, seed=data.seed, workers=2, progress=progress,
+                   split_fractions=data.splits, shared_events=data.shared_events)
+    if experts:
+        extract_features(manifest, experts, folder / "features", progress=progress, **data.extraction)
+    return manifest, folder / "features"
+
+
+def data_summary(dataset: VideoTextDataset, train_split: str, batch_sizes: list[int]) -> dict[str, Any]:
+    """Split sizes and how often a training video shares an event with another of its batch."""
+    train = list(dataset.split(train_split))
+    return {"splits": {name: len(ids) for name, ids in dataset.splits.items()},
+            "batch_event_sharing": {str(b): round(batch_event_sharing(train, b), 1) for b in batch_sizes}}
+
+
+# --- measuring one trained method ---------------------------------------------------------------
+def clear_caption_caches(method: torch.nn.Module) -> None:
+    """Empty the per-caption caches of frozen text encoders, so a timed query pays its text model."""
+    for module in method.modules():
+        for name, value in vars(module).items():
+            if name.endswith("_cache") and isinstance(value, dict):
+                value.clear()
+
+
+@contextlib.contextmanager
+def model_settings(method: Any, overrides: list[str]) -> Iterator[None]:
+    """Change `model.KEY=VALUE` settings of a built method for the block (e.g. ToCo's rerank_top_k)."""
+    config, saved = method.config, {}
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        name = key.removeprefix("model.")
+        if not hasattr(config, name):
+            raise ConfigError(f"evaluation setting {item!r}: the {method.name} model has no {name!r}")
+        saved[name] = getattr(config, name)
+        setattr(config, name, parse_value(raw))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(config, name, value)
+
+
+def time_inference(method: Any, dataset: VideoTextDataset, read_features: Any, device: Any) -> dict[str, float]:
+    """CPU milliseconds per text query (encode the caption, score it against every video of
+    `dataset`) and per video (encode it from its stored features or frames), this process."""
+    was_training = method.training
+    method.eval()
+    try:
+        clear_caption_caches(method)
+        video_ids = [v.id for v in dataset]
+        _, refs = dataset_caption_relevance(dataset, video_ids)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        text = encode_texts(method, [r.text for r in refs], device=device)
+        cpu1, wall1 = time.process_time(), time.perf_counter()
+        video = encode_videos(method, dataset, read_features, device=device)
+        cpu2, wall2 = time.process_time(), time.perf_counter()
+        score(method, Encoded(text, video, refs, video_ids))
+        cpu3, wall3 = time.process_time(), time.perf_counter()
+    finally:
+        method.train(was_training)
+    return {"query_cpu_ms": 1000 * ((cpu1 - cpu0) + (cpu3 - cpu2)) / len(refs),
+            "video_cpu_ms": 1000 * (cpu2 - cpu1) / len(video_ids),
+            "query_wall_ms": 1000 * ((wall1 - wall0) + (wall3 - wall2)) / len(refs),
+            "video_wall_ms": 1000 * (wall2 - wall1) / len(video_ids),
+            "queries": len(refs), "videos": len(video_ids)}
+
+
+def validation_curve(run: Path) -> list[list[float]]:
+    """[epoch, val t2v R@1] of every validation of the run, in order."""
+    return [[float(e["epoch"]), float(e["t2v"]["R1"])] for e in read_metrics_log(run)
+            if e.get("kind") == "val" and isinstance(e.get("t2v"), dict)]
+
+
+def _test_metrics(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metric_directions(result).items()}
+
+
+# --- one run, then all -----------------------------------------------------------------------------
+def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: Path, progress: bool = False,
+            epochs: int | None = None) -> dict[str, Any]:
+    """Train, test and cost one (row, seed); returns its record (read back if already finished)."""
+    folder = run_dir(out, row, seed)
+    if (folder / RESULT).exists():
+        return json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    data = bench.row_data(row)
+    experts = list(load_config(row.config, list(row.set)).data.experts)
+    manifest, features = prepare_data(data, experts, data_root, progress)
+    budget = epochs or row.epochs
+    overrides = [*row.set, *bench.set, f"data.manifest={manifest.resolve()}", f"train.seed={seed}", f"train.epochs={budget}",
+                 f"train.threads={bench.threads}", f"out_dir={folder}"]
+    if experts:
+        overrides.append(f"data.features={features.resolve()}")
+    config = load_config(row.config, overrides)
+    started = time.time()
+    trainer = Trainer(config, folder, resume=(folder / "checkpoints" / "last").exists(), progress=progress)
+    test = trainer.fit()
+    if "split" not in test:
+        raise ConfigError(f"{row.config}: the data set has no {config.data.test_split!r} split to test on")
+    test_set = trainer.data.split(config.data.test_split)
+    method, features_reader, device = trainer.method, trainer.data.read_features, trainer.device
+    results = {row.name: _test_metrics(test)}
+    inference = {row.name: time_inference(method, test_set, features_reader, device)}
+    for extra in row.evals:
+        with model_settings(method, extra.set):
+            results[extra.name] = _test_metrics(evaluate_split(method, test_set, features_reader, device=device))
+            inference[extra.name] = time_inference(method, test_set, features_reader, device)
+    params = list(method.parameters())
+    record = {
+        "benchmark": bench.name, "row": row.name, "seed": seed, "config": row.config, "set": list(row.set),
+        "epochs": budget, "epochs_defined": row.epochs, "threads": bench.threads,
+        "select_metric": config.train.select_metric, "best_step": test.get("best_step"),
+        "data": {"folder": data.folder_name(), "shared_events": data.shared_events,
+                 **data_summary(trainer.data.dataset, config.data.train_split, bench.batch_sharing_sizes)},
+        "results": results, "inference": inference,
+        "parameters": sum(p.numel() for p in params),
+        "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
+        "train_cpu_s": float(trainer.state.get("train_cpu_s", 0.0)), "train_s": float(trainer.state.get("train_s", 0.0)),
+        "val_curve": validation_curve(folder), "last_session_wall_s": time.time() - started,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_json(folder / RESULT, record)
+    return record
+
+
+def run_benchmark(bench: BenchmarkDef, out: Path, data_root: Path, rows: list[str] | None = None,
+                  seeds: list[int] | None = None, epochs: int | None = None, progress: bool = False,
+                  after_each: Callable[[], None] | None = None, wait_s: float = 30.0) -> dict[str, list[str]]:
+    """Run every planned (row, seed) not finished yet, in `plan` order; runs held by another
+    process are retried after `wait_s` until none is left. A run that fails is recorded in
+    out/failures.jsonl and the others go on. Returns {"finished", "failed"} run names."""
+    done: list[str] = []
+    failed: list[str] = []
+    pending = plan(bench, rows, seeds)
+    while pending:
+        held = []
+        for row, seed in pending:
+            folder = run_dir(out, row, seed)
+            name = f"{row.name}/seed_{seed}"
+            if (folder / RESULT).exists():
+                done.append(name)
+                continue
+            with claim(folder / LOCK) as mine:
+                if not mine:
+                    held.append((row, seed))
+                    continue
+                log.info("benchmark %s: %s", bench.name, name)
+                try:
+                    run_one(bench, row, seed, out, data_root, progress, epochs)
+                except DataBusy:
+                    held.append((row, seed))
+                    continue
+                except (ConfigError, FileNotFoundError) as exc:
+                    raise ConfigError(f"{name}: {exc}") from None
+                except Exception as exc:  # noqa: BLE001 - a broken run is recorded, the others go on
+                    _record_failure(out, name, exc)
+                    failed.append(name)
+                    continue
+            done.append(name)
+            if after_each:
+                after_each()
+        pending = held
+        if pending:
+            time.sleep(wait_s)
+    return {"finished": done, "failed": failed}
+
+
+def _record_failure(out: Path, name: str, exc: Exception) -> None:
+    log.error("benchmark run %s failed: %s", name, exc)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "failures.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"run": name, "error": f"{type(exc).__name__}: {exc}",
+                                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")

@@ -1,0 +1,248 @@
+"""The benchmark page: one Markdown table per definition table, from finished runs only.
+
+Every figure is read from a run's ``benchmark.json`` (written when the run finished);
+a (row, seed) without one is *not run* (or *in progress*, with its last logged epoch),
+never estimated. Cells are mean ± std over the finished seeds, the seed count beside
+them; differences against the table's baseline are paired seed by seed
+(`videotext.eval.compare.paired_difference`). A PNG plots test t2v R@1 against training
+CPU-seconds.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from videotext.benchmark.definition import BenchmarkDef, RowDef
+from videotext.benchmark.runner import RESULT, plan, run_dir
+from videotext.eval.compare import paired_difference
+from videotext.eval.report.html import cell
+from videotext.eval.report.plots import new_figure, save_figure
+from videotext.eval.retrieval import aggregate_seeds
+from videotext.io import atomic_open
+from videotext.train.trainer import read_metrics_log
+
+FLAT_POINTS = 1.0  # a validation curve is flat when its fitted change over the last fifth is below this (R@1 points)
+METRICS = (("t2v", "R1"), ("t2v", "R5"), ("t2v", "MdR"), ("v2t", "R1"), ("v2t", "R5"), ("v2t", "MdR"))
+
+
+def load_records(bench: BenchmarkDef, out: Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """{row name: {seed: record}} of the finished runs under `out`."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for row in bench.rows:
+        for seed in bench.seeds:
+            path = run_dir(out, row, seed) / RESULT
+            if path.exists():
+                found.setdefault(row.name, {})[seed] = json.loads(path.read_text(encoding="utf-8"))
+    return found
+
+
+def last_fifth_change(curve: list[list[float]], epochs: int) -> float | None:
+    """Fitted change of validation t2v R@1 over the last fifth of the epochs (least squares
+    line through the validations after 80 % of training, times a fifth of the budget);
+    None with fewer than two such validations."""
+    points = np.array([p for p in curve if p[0] > 0.8 * epochs + 1e-9], dtype=np.float64)
+    if len(points) < 2:
+        return None
+    slope = np.polyfit(points[:, 0], points[:, 1], 1)[0]
+    return float(slope * epochs / 5)
+
+
+def _line_owner(bench: BenchmarkDef, name: str) -> RowDef:
+    for row in bench.rows:
+        if name == row.name or name in {e.name for e in row.evals}:
+            return row
+    raise KeyError(name)
+
+
+def _label(bench: BenchmarkDef, name: str) -> str:
+    row = _line_owner(bench, name)
+    return row.label if name == row.name else next(e.label for e in row.evals if e.name == name)
+
+
+def line_stats(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]], name: str) -> dict[str, Any]:
+    """Aggregates of one table line (a row or one of its evaluations) over its finished seeds."""
+    row = _line_owner(bench, name)
+    runs = records.get(row.name, {})
+    if not runs:
+        return {"n": 0}
+    per_seed = {seed: r["results"][name] for seed, r in runs.items()}
+    changes = [last_fifth_change(r["val_curve"], r["epochs"]) for r in runs.values()]
+    changes = [c for c in changes if c is not None]
+    inference = aggregate_seeds([r["inference"][name] for r in runs.values()])
+    return {
+        "n": len(runs), "seeds": sorted(runs), "per_seed": per_seed, "metrics": aggregate_seeds(list(per_seed.values())),
+        "epochs": sorted({r["epochs"] for r in runs.values()}),
+        "change": aggregate_seeds([{"c": c} for c in changes])["c"] if changes else None,
+        "parameters": next(iter(runs.values()))["parameters"],
+        "trainable": next(iter(runs.values()))["trainable_parameters"],
+        "train_cpu_s": aggregate_seeds([{"s": r["train_cpu_s"]} for r in runs.values()])["s"],
+        "inference": inference,
+    }
+
+
+def _millions(count: int) -> str:
+    return f"{count / 1e6:.2f} M" if count >= 1e5 else f"{count / 1e3:.1f} k"
+
+
+def _metric_cell(stats: dict[str, Any], direction: str, metric: str) -> str:
+    value = stats["metrics"].get(direction, {}).get(metric)
+    return cell(value, 1 if metric != "MdR" else 1)
+
+
+def _nested(metrics: dict[str, Any], dotted: str) -> Any:
+    node: Any = metrics
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]], table_id: str) -> list[str]:
+    table = next(t for t in bench.tables if t.id == table_id)
+    names = [n for row in bench.rows if table_id in row.tables for n in [row.name, *(e.name for e in row.evals)]]
+    baseline = line_stats(bench, records, table.baseline)
+    head = ["row", "seeds", "epochs", "val Δ last fifth", "t2v R@1", "t2v R@5", "t2v MdR", "v2t R@1", "v2t R@5",
+            "v2t MdR", f"t2v R@1 − {table.baseline} (paired)", *table.extra_metrics, "params (trainable)",
+            "train CPU-s", "ms / query", "ms / video"]
+    lines = [f"## {table.title}", ""]
+    if table.notes:
+        lines += [table.notes.strip(), ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in names:
+        stats = line_stats(bench, records, name)
+        row = _line_owner(bench, name)
+        label = f"{_label(bench, name)} (`{row.config}`)" if name == row.name else _label(bench, name)
+        if stats["n"] == 0:
+            lines.append("| " + " | ".join([label, f"0 of {len(bench.seeds)}", str(row.epochs)] + ["not run"] * (len(head) - 3)) + " |")
+            continue
+        against = table.baselines.get(name, table.baseline)
+        reference = baseline if against == table.baseline else line_stats(bench, records, against)
+        if name == against or reference["n"] == 0:
+            paired = "–"
+        else:
+            diff = paired_difference({s: m["t2v"] for s, m in stats["per_seed"].items()},
+                                     {s: m["t2v"] for s, m in reference["per_seed"].items()}, "R1")
+            paired = "–" if diff is None else f"{cell(diff)} ({', '.join(f'{d:+.1f}' for d in diff['per_seed'].values())})"
+            if against != table.baseline:
+                paired += f" vs {against}"
+        change = stats["change"]
+        change_cell = "–" if change is None else (f"{change['mean']:+.1f}" + ("" if abs(change["mean"]) < FLAT_POINTS else " (not flat)"))
+        extras = [cell(aggregate_seeds([{"v": _nested(m, key)} for m in stats["per_seed"].values()
+                                        if _nested(m, key) is not None]).get("v")) for key in table.extra_metrics]
+        lines.append("| " + " | ".join([
+            label, f"{stats['n']} of {len(bench.seeds)}", "/".join(map(str, stats["epochs"])), change_cell,
+            *[_metric_cell(stats, d, m) for d, m in METRICS], paired, *extras,
+            f"{_millions(stats['parameters'])} ({_millions(stats['trainable'])})",
+            cell(stats["train_cpu_s"], 0), cell(stats["inference"]["query_cpu_ms"], 2),
+            cell(stats["inference"]["video_cpu_ms"], 2)]) + " |")
+    return lines + [""]
+
+
+def plot_cost(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]], path: Path) -> bool:
+    """Test t2v R@1 (mean, std bars) against training CPU-seconds for the main table's lines."""
+    points = []
+    for name in [n for row in bench.rows if "main" in row.tables for n in [row.name, *(e.name for e in row.evals)]]:
+        stats = line_stats(bench, records, name)
+        if stats["n"]:
+            r1 = stats["metrics"]["t2v"]["R1"]
+            points.append((_label(bench, name), stats["train_cpu_s"]["mean"], r1["mean"], r1["std"], stats["n"]))
+    if not points:
+        return False
+    fig, (ax,) = new_figure(6.4, 4.2)
+    for label, cost, mean, std, n in points:
+        ax.errorbar([cost], [mean], yerr=[std] if n > 1 else None, fmt="o", capsize=3)
+        ax.annotate(f"{label} (n={n})", (cost, mean), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("training CPU-seconds per run (log scale)")
+    ax.set_ylabel("test t2v R@1 (%)")
+    ax.set_title(f"{bench.name}: R@1 against training cost", fontsize=9)
+    save_figure(fig, path)
+    return True
+
+
+def run_status(bench: BenchmarkDef, out: Path) -> list[str]:
+    """One line per planned run without a result: not run, or in progress at its last logged epoch."""
+    lines = []
+    for row, seed in plan(bench):
+        folder = run_dir(out, row, seed)
+        if (folder / RESULT).exists():
+            continue
+        train = [e for e in read_metrics_log(folder) if e.get("kind") == "train"] if (folder / "metrics.jsonl").exists() else []
+        if train:
+            last = train[-1]
+            lines.append(f"- `{row.name}` seed {seed}: in progress, epoch {last['epoch']:.1f} of {row.epochs} "
+                         f"after {last.get('train_cpu_s', 0):.0f} training CPU-s (resumes from its last checkpoint)")
+        else:
+            lines.append(f"- `{row.name}` seed {seed}: not run")
+    return lines
+
+
+def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
+    any_record = next((r for runs in records.values() for r in runs.values()), None)
+    data = bench.data
+    lines = ["## Set-up (the same for every row)", "",
+             f"- Data: the synthetic set of `videotext synth` ({data.videos} videos, seed {data.seed}, splits "
+             f"{' / '.join(f'{f:g}' for f in data.splits)} train / val / test), the one `videotext demo` trains on."]
+    if any_record:
+        splits = any_record["data"]["splits"]
+        lines.append(f"  Split sizes: {', '.join(f'{k} {v}' for k, v in splits.items())} videos.")
+    lines += ["- Extraction settings (every expert, every row): `" +
+              json.dumps(data.extraction, sort_keys=True) + "` (`extract_features` keywords; the demo's).",
+              f"- Seeds {', '.join(map(str, bench.seeds))}; each run's checkpoint is selected on the validation split by "
+              "its config's `train.select_metric`; the test split is evaluated once, with every caption a query "
+              "(t2v) and every video a query (v2t, any of its captions relevant).",
+              f"- One torch thread per run (`train.threads={bench.threads}`). *train CPU-s*: the trainer's own clock "
+              "(`train_cpu_s`: data loading, forward, backward, step; validation excluded).",
+              "- *ms / query*: CPU milliseconds to encode one test caption (frozen text models' caches emptied) and "
+              "score it against every test video; *ms / video*: CPU milliseconds to encode one test video from its "
+              "stored features (from decoded frames for pixel models); feature extraction is not counted.",
+              f"- *val Δ last fifth*: the least-squares change of validation t2v R@1 over the last fifth of the "
+              f"epochs, mean over seeds; *(not flat)* marks |Δ| ≥ {FLAT_POINTS:g} point.",
+              "- *params*: all parameters of the method, frozen text models included; trainable ones in brackets.",
+              ""]
+    return lines
+
+
+def write_page(bench: BenchmarkDef, out: Path, page: Path, command: str) -> Path:
+    """Write the Markdown page (and `<page stem>_r1_cost.png` beside it) from the runs in `out`."""
+    records = load_records(bench, out)
+    page = Path(page)
+    plot = page.with_name(page.stem + "_r1_cost.png")
+    lines = [f"# Benchmark: {bench.name}", "", bench.description.strip(), "",
+             f"Generated by `{command}` from the finished runs; `videotext benchmark run {bench.name}` trains "
+             "them (it resumes where it stopped and reuses finished runs). Every figure below comes from a "
+             "finished run; cells of runs that have not finished say *not run*.", ""]
+    lines += _setup(bench, records)
+    for table in bench.tables:
+        lines += render_table(bench, records, table.id)
+    if plot_cost(bench, records, plot):
+        lines += [f"![test t2v R@1 against training CPU-seconds]({plot.name})", ""]
+    sharing = {}
+    for runs in records.values():
+        for r in runs.values():
+            sharing[r["data"]["folder"]] = r["data"]["batch_event_sharing"]
+    if sharing:
+        lines += ["## Event sharing in training batches", "",
+                  "% of training videos that share an event (colour, shape, action) with another video of a random "
+                  "batch (`videotext.data.synthetic.sharing.batch_event_sharing`, 200 batches):", "",
+                  "| data set | " + " | ".join(f"batch {b}" for b in bench.batch_sharing_sizes) + " |",
+                  "|---|" + "---|" * len(bench.batch_sharing_sizes)]
+        lines += [f"| `{folder}` | " + " | ".join(str(values.get(str(b), "–")) for b in bench.batch_sharing_sizes) + " |"
+                  for folder, values in sorted(sharing.items())]
+        lines.append("")
+    status = run_status(bench, out)
+    lines += ["## Runs not finished", ""] + (status or ["None: every planned run finished."]) + [""]
+    lines += ["## Definition", "", "```yaml", yaml.safe_dump({"rows": [
+        {"name": r.name, "config": r.config, "epochs": r.epochs, **({"set": r.set} if r.set else {}),
+         **({"data": r.data} if r.data else {})} for r in bench.rows]}, sort_keys=False, allow_unicode=True).rstrip(),
+        "```", ""]
+    page.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(page, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines))
+    return page
+

@@ -1,0 +1,103 @@
+"""`videotext benchmark`: the table is written from real runs (2 methods, 1 seed, 2 epochs on the
+tiny synthetic set), finished runs are reused, unfinished rows say so; the shared-event data option."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TINY_EXTRACT
+
+
+def _tiny_benchmark(tiny_synth: Path, data_root: Path):
+    from videotext.benchmark.definition import load_benchmark
+
+    data_root.mkdir(parents=True, exist_ok=True)
+    (data_root / "synthetic-32-seed0").symlink_to(tiny_synth, target_is_directory=True)
+    return load_benchmark("synthetic", [
+        "data.videos=32", "data.splits=[0.8,0.1,0.1]", "seeds=[0]",
+        f"data.extraction={json.dumps({'rate': 1.0, 'options': TINY_EXTRACT})}",
+        "set=[train.batch_size=8,schedule.warmup_steps=1,train.log_every=1]"])
+
+
+def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth, tmp_path):
+    from videotext.benchmark.runner import RESULT, run_benchmark
+    from videotext.benchmark.table import write_page
+
+    bench = _tiny_benchmark(tiny_synth, tmp_path / "data")
+    out, page = tmp_path / "runs", tmp_path / "docs" / "benchmark.md"
+    result = run_benchmark(bench, out, tmp_path / "data", rows=["dual", "toco"], epochs=2)
+    assert result == {"finished": ["dual/seed_0", "toco/seed_0"], "failed": []}
+    write_page(bench, out, page, "videotext benchmark report test")
+    text = page.read_text(encoding="utf-8")
+
+    def row_cells(label: str) -> list[str]:
+        line = next(line for line in text.splitlines() if line.startswith(f"| {label}"))
+        return [c.strip() for c in line.strip("|").split("|")]
+
+    tested = {name: json.loads((out / name / "seed_0" / "test_metrics.json").read_text()) for name in ("dual", "toco")}
+    dual, toco = row_cells("dual encoder (baseline)"), row_cells("ToCo two-stage (top 16)")
+    # cells: row, seeds, epochs, val change, t2v R1 R5 MdR, v2t R1 R5 MdR, paired, params, CPU-s, ms/query, ms/video
+    assert dual[1] == "1 of 1" and dual[2] == "2"
+    assert dual[4] == f"{tested['dual']['t2v']['R1']:.1f}" and dual[7] == f"{tested['dual']['v2t']['R1']:.1f}"
+    assert toco[4] == f"{tested['toco']['t2v']['R1']:.1f}"
+    assert toco[10].startswith(f"{tested['toco']['t2v']['R1'] - tested['dual']['t2v']['R1']:.1f}")
+    record = json.loads((out / "toco" / "seed_0" / RESULT).read_text())
+    cheap = row_cells("ToCo cheap scorer alone")
+    assert cheap[4] == f"{record['results']['toco-cheap']['t2v']['R1']:.1f}"
+    assert record["train_cpu_s"] > 0 and record["trainable_parameters"] > 0
+    assert record["inference"]["toco"]["query_cpu_ms"] > 0 and [e for e, _ in record["val_curve"]] == [2.0]  # eval_every=2
+    dual_curve = json.loads((out / "dual" / "seed_0" / RESULT).read_text())["val_curve"]
+    assert [e for e, _ in dual_curve] == [1.0, 2.0] and dual_curve[-1][1] >= 0
+    assert float(re.match(r"[\d.]+", toco[-1]).group()) > 0  # ms per video
+    assert row_cells("MMT")[4] == "not run" and "- `mmt` seed 0: not run" in text
+    png = page.with_name("benchmark_r1_cost.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name in text
+
+    stamp = (out / "dual" / "seed_0" / RESULT).stat().st_mtime_ns
+    again = run_benchmark(bench, out, tmp_path / "data", rows=["dual"], epochs=2)
+    assert again["finished"] == ["dual/seed_0"] and (out / "dual" / "seed_0" / RESULT).stat().st_mtime_ns == stamp
+
+
+def test_packaged_benchmark_uses_the_demo_extraction_settings_and_demo_data_folder():
+    from videotext.benchmark.definition import load_benchmark
+    from videotext.benchmark.runner import plan
+    from videotext.demo import DEMO_SPLITS, DEMO_VIDEOS, _extraction_options
+
+    bench = load_benchmark("synthetic")
+    assert bench.data.extraction == _extraction_options("synthetic")
+    assert (bench.data.videos, tuple(bench.data.splits)) == (DEMO_VIDEOS, DEMO_SPLITS)
+    assert bench.data.folder_name() == f"synthetic-{DEMO_VIDEOS}-seed0"  # the demo's data/ folder
+    order = [(row.name, seed) for row, seed in plan(bench)]
+    assert order[:2] == [("dual", 0), ("mmt", 0)] and order.index(("dual", 1)) > order.index(("clip4clip", 0))
+    assert {r.name for r in bench.rows if r.phase == 1} >= {"dual", "mmt", "coot", "supportset-none", "supportset-cross",
+                                                           "toco", "frozen", "clip4clip"}
+
+
+def test_validation_change_over_the_last_fifth():
+    from videotext.benchmark.table import last_fifth_change
+
+    flat = [[e, 70.0 + (0.3 if e % 2 else -0.3)] for e in range(1, 31)]
+    rising = [[e, 2.0 * e] for e in range(1, 31)]
+    assert abs(last_fifth_change(flat, 30)) < 0.5
+    assert last_fifth_change(rising, 30) == pytest.approx(12.0)  # 2 points per epoch over 6 epochs
+    assert last_fifth_change([[30, 1.0]], 30) is None
+
+
+def test_shared_events_option_makes_batches_share_events_and_zero_is_the_default_data():
+    from videotext.data.synthetic import generate_specs
+    from videotext.data.synthetic.sharing import batch_event_sharing
+    from videotext.data.synthetic.specs import shared_look_pool
+
+    default = generate_specs(400, seed=0)
+    assert [s.captions for s in generate_specs(400, seed=0, shared_events=0.0)] == [s.captions for s in default]
+    shared = generate_specs(400, seed=0, shared_events=1.0)
+    pool = set(shared_look_pool(0))
+    assert all({(o.colour, o.shape) for o in s.objects} <= pool for s in shared)
+    base = batch_event_sharing([s.to_video() for s in default], 32)
+    more = batch_event_sharing([s.to_video() for s in shared], 32)
+    assert more > base + 20, (base, more)
+    with pytest.raises(ValueError, match="shared_events"):
+        generate_specs(10, shared_events=1.5)
