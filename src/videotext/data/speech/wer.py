@@ -2,8 +2,8 @@
 
 Normalisation follows the usual ASR scoring practice (NIST sclite, Whisper's English normaliser in
 spirit, kept small): lowercase, hyphens and slashes split words, punctuation dropped, a few spoken
-forms of abbreviations restored ("mr" -> "mister"), so that "Mr. Dashwood," and "mister dashwood"
-count as equal.
+forms of abbreviations and numbers up to 99 restored ("mr" -> "mister", "10" -> "ten"), so that
+"Mr. Dashwood," and "mister dashwood" count as equal.
 """
 from __future__ import annotations
 
@@ -12,13 +12,27 @@ from typing import Sequence
 
 SPOKEN = {"mr": "mister", "mrs": "missus", "dr": "doctor", "st": "saint", "ok": "okay"}
 _PUNCTUATION = re.compile(r"[^\w\s']")
+_UNITS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
+         "seventeen eighteen nineteen".split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _spoken_number(word: str) -> list[str]:
+    """A number 0-99 as its spoken words ("42" -> ["forty", "two"]); other words as they are."""
+    if not word.isdigit() or int(word) > 99:
+        return [word]
+    value = int(word)
+    if value < 20:
+        return [_UNITS[value]]
+    return [_TENS[value // 10]] + ([_UNITS[value % 10]] if value % 10 else [])
 
 
 def normalize(text: str) -> list[str]:
     """Lowercase words of `text` without punctuation, abbreviations spelled out."""
     text = text.lower().replace("’", "'").replace("-", " ").replace("/", " ")
     words = _PUNCTUATION.sub(" ", text).split()
-    return [SPOKEN.get(w.strip("'"), w.strip("'")) for w in words if w.strip("'")]
+    spelled = [SPOKEN.get(w.strip("'"), w.strip("'")) for w in words if w.strip("'")]
+    return [piece for word in spelled for piece in _spoken_number(word)]
 
 
 def edit_distance(reference: Sequence[str], hypothesis: Sequence[str]) -> int:
