@@ -562,6 +562,46 @@ class LoadedModel:
                             for rank, j in enumerate(order, 1)])
         return results[0] if single else results
 
+    def encode_example(self, example: Any) -> torch.Tensor:
+        """The index vector [1, D] of a query example: an image, a video, or `PATH@START-END` (a time
+        range of a video), extracted and encoded as `index build` does (a range as its window clip).
+        A file that is missing, not an image or video, or undecodable is a VideoTextError naming it."""
+        import tempfile
+
+        from videotext.search.examples import check_example, example_dataset, parse_example
+        from videotext.search.windows import WindowFeatures
+
+        example = parse_example(example)
+        dataset, window = example_dataset(example, check_example(example))
+        with tempfile.TemporaryDirectory(prefix="videotext-example-") as features_dir:
+            try:
+                reader = self.features_for(dataset, features_dir, progress=False, whole_videos=window is None)
+            except VideoTextError:  # the failure record is in the temporary folder: name the file instead
+                raise VideoTextError(f"{example.path}: no frame could be decoded for the query") from None
+            if window is not None:
+                video = next(iter(dataset))
+                clip = dataclasses.replace(video, id="clip", feature_key="clip", duration=window[1] - window[0])
+                reader = WindowFeatures(reader, {"clip": (video.key, *window)})
+                dataset = VideoTextDataset("example", [clip])
+            return self.encode_videos(dataset, reader)
+
+    def search_like(self, example: Any = None, index: Any = None, k: int = 10, like_id: str | None = None,
+                    where: str | None = None) -> list:
+        """Top-k entries most like an example (`encode_example`) or like the indexed entry `like_id`
+        (itself left out), by the dot product of index vectors: for methods that re-score text
+        queries (MMT, ToCo) this is their index vectors' cosine, without re-scoring."""
+        if isinstance(index, (str, Path)):
+            index = Index.load(index)
+        if (example is None) == (like_id is None):
+            raise VideoTextError("query by example: give an example file or an indexed id (like_id), not both")
+        if like_id is not None:
+            if like_id not in index:
+                raise VideoTextError(f"like_id {like_id!r} is not in the index ({len(index)} entries)")
+            vectors = index.embeddings_for([like_id])
+            hits = [h for h in index.search(vectors, k + 1, where=where)[0] if h.id != like_id][:k]
+            return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(hits, 1)]
+        return index.search(self.encode_example(example).numpy(), k, where=where)[0]
+
 
 def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto",
                precision: str | None = None, threads: int | None = None) -> LoadedModel:
