@@ -88,6 +88,16 @@ def threads_option(default: Optional[int]):
     return typer.Option(default, "--threads", min=0, help=f"Torch CPU threads ({where}).")
 
 
+def asr_engine_option():
+    return typer.Option("whisper", "--asr-engine", help="Speech recognition where a video has no subtitles: whisper "
+                                                        "(faster-whisper) or pocketsphinx (less accurate fallback).")
+
+
+def asr_model_option():
+    return typer.Option(None, "--asr-model", help="Whisper model: tiny.en (default) or base (packaged, sha256-checked), "
+                                                  "a CTranslate2 model folder, or a name faster-whisper downloads.")
+
+
 def split_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -122,7 +132,7 @@ def synth(
 def extract(
     source: Path = typer.Argument(..., help="A manifest.json or any folder of videos."),
     out: Path = typer.Option(..., "--out", "-o", help="Feature store folder (one HDF5 file per expert)."),
-    experts: str = typer.Option("appearance,motion,audio", help="Comma-separated experts: appearance, motion, audio, words, clip."),
+    experts: str = typer.Option("appearance,motion,audio", help="Comma-separated experts: appearance, motion, audio, words, clip, speech (transcribes first)."),
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Decoding processes."),
     batch_size: int = typer.Option(32, help="Frames per forward pass of the appearance network."),
     device: str = typer.Option("cpu", help="Torch device for neural experts."),
@@ -146,6 +156,25 @@ def extract(
         device=device, precision=precision, threads=threads, networks_in_workers=networks_in_workers,
     )
     summary = extract_features(source, split_list(experts), out, settings)
+    typer.echo(json.dumps(summary, indent=1, default=str))
+
+
+@app.command()
+@user_errors
+def transcribe(
+    source: Path = typer.Argument(..., help="A folder of videos or a manifest.json."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for transcripts.jsonl (a feature store's folder)."),
+    asr_engine: str = asr_engine_option(),
+    asr_model: Optional[str] = asr_model_option(),
+    subtitles_only: bool = typer.Option(False, "--subtitles-only", help="Read subtitles only, recognize nothing."),
+) -> None:
+    """Timed transcripts of every video: subtitles (.srt/.vtt beside it, or inside it), else speech recognition;
+    resumable, failures in OUT/failures.jsonl."""
+    from videotext.data.experts.extract import resolve_source
+    from videotext.data.speech.transcripts import transcribe as run
+
+    items = [(item.key, item.path) for item in resolve_source(source) if item.path is not None]
+    summary = run(items, out, asr_engine, asr_model, recognize=not subtitles_only)
     typer.echo(json.dumps(summary, indent=1, default=str))
 
 
@@ -491,9 +520,14 @@ def index_build(
     collection: str = typer.Option("videotext", help="Milvus collection (with a Milvus store)."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
+    speech: bool = typer.Option(False, "--speech/--no-speech", help="Also index what is said: subtitles, else speech "
+                                                                    "recognition (docs/speech.md)."),
+    asr_engine: str = asr_engine_option(),
+    asr_model: Optional[str] = asr_model_option(),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
+    from videotext.search.build import features_folder
 
     model = load_model(run_dir, precision=precision, threads=threads)
     index = model.build_index(source, out, features_dir=features, update=update, window=window, stride=stride,
@@ -502,6 +536,13 @@ def index_build(
         return
     what = "clips" if window else "videos"
     typer.echo(f"indexed {len(index)} {what} → {out}")
+    if speech:
+        from videotext.search.spoken_build import build_spoken_index
+
+        said = build_spoken_index(index, out, features or features_folder(out, run_dir), asr_engine, asr_model)
+        typer.echo(f"speech: {said['error']}; indexed by what is shown only" if "error" in said else
+                   f"speech: {said['lines']} lines ({said['subtitle']} videos by subtitles, {said['asr']} recognized, "
+                   f"{said['none']} without speech, {said['failed']} failed; {said['failures']})")
     if update:
         plan = model.last_build.plan
         typer.echo(f"update: {len(plan.add) - len(plan.changed)} videos added, {len(plan.changed)} changed in place "
@@ -520,22 +561,30 @@ def search(
                                                               "'start >= 30 and path startswith \"talks/\"' (docs/search.md)."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
+    by: str = typer.Option("both", "--by", help="Match what is shown, what is said (transcripts; an index built with "
+                                                "--speech) or both, fused by reciprocal rank (docs/speech.md)."),
 ) -> None:
-    """Search an index with text; prints ranked videos with scores."""
+    """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
     from videotext.inference import load_model
     from videotext.search.index import Index
+    from videotext.search.spoken import SpokenIndex, search_by
 
     loaded = Index.load(index)
+    spoken = SpokenIndex.load(index)
     run = run_dir or loaded.meta.get("run_dir")
-    if not run:
+    if not run and not (by == "said" and spoken is not None):
         raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
-    hits = load_model(run, precision=precision, threads=threads).search(query, loaded, k=k, where=where)
+    searcher = None if by == "said" else load_model(run, precision=precision, threads=threads)
+    hits = search_by(searcher, loaded, spoken, query, k=k, by=by, where=where)
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
         return
     for hit in hits:
         span = f" [{hit.start:.1f}-{hit.end:.1f}s]" if hit.start is not None and hit.end is not None else ""
         typer.echo(f"{hit.rank:3d}  {hit.score:.4f}  {hit.id}{span}  {hit.path or ''}")
+        said = hit.meta.get("said")
+        if said:
+            typer.echo(f"       said at {said['start']:.1f}s: \"{said['text']}\"")
 
 
 @app.command()

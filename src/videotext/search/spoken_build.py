@@ -1,0 +1,47 @@
+"""The spoken part of an index: transcripts of its videos into `speech.jsonl` / `speech.npy`.
+
+`build_spoken_index(index, out, features_dir)` runs after the visual index is written (a build or an
+update): every indexed video gets its transcript (`videotext.data.speech.transcripts`: subtitles,
+else recognition; kept beside the features and resumed, so an update recognizes only new or changed
+videos), and the lines of each entry are saved in the index folder for `search.spoken`.
+
+What is said never stops what is shown from being indexed: a video without audio or speech, or with
+a broken subtitle file, is a line in the feature folder's failures.jsonl; a speech model that cannot
+be loaded (missing, or its sha256 not the pinned release's) is one line there and one warning, and
+the index stays searchable by what is shown.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from videotext.data.speech.recognize import SpeechError
+from videotext.data.speech.transcripts import TranscriptStore, transcribe
+from videotext.io import FailureLog
+from videotext.search.spoken import SpokenIndex, lines_for_entries
+from videotext.weights import WeightsError
+
+
+def build_spoken_index(index: Any, out: str | os.PathLike, features_dir: str | os.PathLike, engine: str = "whisper",
+                       model: str | None = None, recognize: bool = True, progress: bool = True) -> dict[str, Any]:
+    """Transcribe the videos of `index` into `features_dir` and save their lines in the index folder
+    `out`. Returns the transcription summary plus `lines` (saved) or `error` (the model's)."""
+    entries = index.entries()
+    videos: dict[str, str] = {}
+    for entry in entries:
+        if entry.path:
+            videos.setdefault(entry.video_id, entry.path)
+    log = FailureLog(Path(features_dir) / "failures.jsonl")
+    try:
+        summary = transcribe(sorted(videos.items()), features_dir, engine, model, recognize=recognize,
+                             progress=progress, failures=log)
+    except (WeightsError, SpeechError) as exc:
+        log.record(f"speech model {model or 'default'}", exc, stage="transcribe", experts=["transcript"])
+        warnings.warn(f"speech not indexed: {exc}", stacklevel=2)
+        return {"error": str(exc), "failures": str(log.path)}
+    transcripts = TranscriptStore(features_dir).all()
+    spoken = SpokenIndex(lines_for_entries(entries, transcripts))
+    spoken.save(out)
+    return {**summary, "lines": len(spoken)}
