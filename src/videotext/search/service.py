@@ -1,6 +1,8 @@
 """The HTTP search service behind `videotext serve INDEX`: FastAPI app + static web page.
 
     GET /search?q=…&k=…     ranked hits as JSON (id, path, start, end, score, thumbnail URL);
+                            `by=shown|said|both` matches what is shown, said, or both (search.spoken);
+                            a hit found by what is said carries its line and time (`said`)
                             `where=` keeps entries whose metadata pass a filter (search.filters)
                             `path` is relative to the indexed folder (`index.meta["root"]`),
                             else the file name: the server's own paths are never shown
@@ -44,12 +46,21 @@ from videotext.data.video import probe, read_frames
 from videotext.errors import VideoTextError
 from videotext.search.filters import parse_filter
 from videotext.search.index import Entry, Index
+from videotext.search.spoken import SpokenIndex, search_by
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_QUERY_CHARS = 500  # longer than any caption in the datasets read here; guards the text encoder
 MAX_K = 100
 THUMBNAIL_CACHE = 1024  # JPEGs kept in memory (~5 KB each at 160 px)
 THUMBNAIL_SIZE = 240
+
+
+class SaidLine(BaseModel):
+    text: str
+    start: float = Field(..., description="Seconds into the video where the line starts: the page plays from here.")
+    end: float
+    source: str = Field(..., description="subtitle, or asr:ENGINE:MODEL for recognized speech.")
+    confidence: Optional[float] = None
 
 
 class Result(BaseModel):
@@ -63,6 +74,7 @@ class Result(BaseModel):
     caption: Optional[str] = None
     thumbnail: str
     video: Optional[str] = None
+    said: Optional[SaidLine] = Field(None, description="The transcript line that matched (search by what is said).")
 
 
 class SearchResponse(BaseModel):
@@ -210,6 +222,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         raise VideoTextError("the access token is empty; choose a long random one (e.g. python -c "
                              "'import secrets; print(secrets.token_urlsafe(24))')")
     index = Index.load(index_dir)
+    spoken = SpokenIndex.load(index_dir)  # None: built without --speech
     searcher = searcher if searcher is not None else _load_searcher(index, run_dir, precision=precision,
                                                                     threads=threads)
     model_lock = threading.Lock()  # one query at a time through the model (HF fast tokenizers are not re-entrant)
@@ -255,6 +268,8 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         k: int = Query(10, ge=1, le=max_k, description="Number of results."),
         where: Optional[str] = Query(None, max_length=2000, description="Metadata filter, e.g. start >= 30 and "
                                      "split == \"test\" (the grammar of videotext.search.filters)."),
+        by: str = Query("both", pattern="^(shown|said|both)$", description="Match what is shown, what is said "
+                        "(transcript lines) or both, fused by reciprocal rank."),
     ) -> SearchResponse:
         text = q.strip()
         if not text:
@@ -266,7 +281,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             parse_filter(where)  # a malformed filter is a 400 naming the position, before the model runs
             options["where"] = where
         with model_lock:
-            hits = searcher.search(text, index, k=k, **options)
+            hits = search_by(searcher, index, spoken, text, k=k, by=by, **options)
         root = index.meta.get("root")
         results = []
         for h in hits:
@@ -277,7 +292,8 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
                 start=h.start, end=h.end,
                 caption=captions[0] if isinstance(captions, list) and captions else None,
                 thumbnail=f"/thumbnail/{quote(h.id, safe='')}",
-                video=f"/video/{quote(h.id, safe='')}" if has_file else None))
+                video=f"/video/{quote(h.id, safe='')}" if has_file else None,
+                said=SaidLine(**h.meta["said"]) if isinstance(h.meta.get("said"), dict) else None))
         return SearchResponse(query=text, k=k, results=results)
 
     @app.get("/thumbnail/{entry_id:path}", responses={200: {"content": {"image/jpeg": {}}}, **errors},

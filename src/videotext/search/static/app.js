@@ -1,5 +1,6 @@
 // videotext search page: query -> /search -> grid of thumbnails; click plays the clip
-// from its start time (media fragment #t=start,end plus currentTime for seeking).
+// from its start time (media fragment #t=start,end plus currentTime for seeking), or, for a hit
+// found by what is said, from the matched line's time (shown under the thumbnail).
 // A server bound beyond loopback needs an access token: the page asks for it once, keeps it
 // for this tab (sessionStorage) and sends it as "Authorization: Bearer TOKEN"; thumbnails and
 // videos are then fetched with that header and shown from blob URLs.
@@ -9,6 +10,7 @@ const form = document.getElementById("search-form");
 const queryBox = document.getElementById("query");
 const whereBox = document.getElementById("where");
 const kBox = document.getElementById("k");
+const byBox = document.getElementById("by");
 const statusLine = document.getElementById("status");
 const grid = document.getElementById("results");
 const playerBox = document.getElementById("player-box");
@@ -54,8 +56,9 @@ function setStatus(text, isError) {
 
 async function play(hit) {
   if (!hit.video) { setStatus(`no playable file for ${hit.id}`, true); return; }
-  const start = hit.start || 0;
-  const range = hit.end !== null && hit.end !== undefined ? `${start},${hit.end}` : `${start}`;
+  // a hit found by what is said plays from its line; otherwise from the clip's start
+  const start = hit.said ? hit.said.start : (hit.start || 0);
+  const range = !hit.said && hit.end !== null && hit.end !== undefined ? `${start},${hit.end}` : `${start}`;
   let source;
   try {
     source = await mediaUrl(hit.video);
@@ -97,13 +100,19 @@ function card(hit) {
   time.className = "time";
   time.textContent = hit.start !== null ? `${seconds(hit.start)} – ${seconds(hit.end)}` : "whole video";
   button.append(img, meta, time);
+  if (hit.said) {
+    const said = document.createElement("div");
+    said.className = "said";
+    said.textContent = `${seconds(hit.said.start)} “${hit.said.text}”`;
+    button.append(said);
+  }
   button.addEventListener("click", () => play(hit));
   return button;
 }
 
-async function search(q, k, where) {
+async function search(q, k, where, by) {
   setStatus("searching…");
-  const params = new URLSearchParams({ q, k: String(k) });
+  const params = new URLSearchParams({ q, k: String(k), by });
   if (where) params.set("where", where);
   let response;
   try {
@@ -129,8 +138,9 @@ form.addEventListener("submit", event => {
   const k = Math.min(100, Math.max(1, parseInt(kBox.value, 10) || 12));
   const where = whereBox.value.trim();
   const filter = where ? `&where=${encodeURIComponent(where)}` : "";
-  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}${filter}`);
-  search(q, k, where);
+  const by = byBox.value;
+  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}&by=${by}${filter}`);
+  search(q, k, where, by);
 });
 
 const initial = new URLSearchParams(location.search);
@@ -138,5 +148,6 @@ if (initial.get("q")) {
   queryBox.value = initial.get("q");
   if (initial.get("k")) kBox.value = initial.get("k");
   if (initial.get("where")) whereBox.value = initial.get("where");
+  if (["shown", "said", "both"].includes(initial.get("by"))) byBox.value = initial.get("by");
   form.requestSubmit();
 }
