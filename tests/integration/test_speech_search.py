@@ -152,3 +152,42 @@ def test_page_shows_the_line_and_plays_from_it(built):
                 browser.close()
     finally:
         stop()
+
+
+def test_an_mmt_run_indexes_a_folder_with_its_speech_expert(built, tmp_path):
+    """MMT's speech expert on a folder: `index build` extracts `speech` (GloVe words of each video's
+    transcript) like any expert, and the index of an MMT run over [audio, speech] is made from it."""
+    import shutil
+
+    import numpy as np
+    import torch
+
+    from videotext.config import load_config, save_config
+    from videotext.data.experts import extract_features
+    from videotext.data.features import FeatureStore
+    from videotext.inference import load_model
+    from videotext.models.base import build_method
+    from videotext.train.checkpoint import save_checkpoint
+
+    index_dir, features, _ = built
+    folder = index_dir.parent / "videos"
+    for store in (tmp_path / "train", tmp_path / "idx.features"):  # the transcripts made by the build: not redone
+        store.mkdir()
+        shutil.copy(features / "transcripts.jsonl", store / "transcripts.jsonl")
+    summary = extract_features(folder, ["audio", "speech"], tmp_path / "train", progress=False, workers=0)
+    assert summary["failed"] == 0 and summary["experts"]["speech"]["missing"] == 1, summary  # the mute video
+    config = load_config("mmt/synthetic", [f"data.features={tmp_path / 'train'}", "data.experts=[audio,speech]",
+                                           f"data.manifest={tmp_path / 'manifest.json'}"])
+    dims = {"audio": 128, "speech": 50}
+    torch.manual_seed(0)
+    method = build_method("mmt", config.model, expert_dims=dims)
+    save_config(config, tmp_path / "run" / "config.yaml")
+    save_checkpoint(tmp_path / "run" / "checkpoints" / "best", method, {"method": "mmt", "expert_dims": dims})
+
+    index = load_model(tmp_path / "run", device="cpu").build_index(folder, tmp_path / "idx", progress=False)
+    assert len(index) == 6 and index.model == "mmt"
+    store = FeatureStore(tmp_path / "idx.features")
+    dog, _ = store.get("speech", "dog")
+    train_dog, _ = FeatureStore(tmp_path / "train").get("speech", "dog")
+    np.testing.assert_array_equal(dog, train_dog)  # extracted for the index exactly as for training
+    assert len(dog) >= 8 and store.is_missing("speech", "mute")
