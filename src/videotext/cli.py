@@ -553,10 +553,13 @@ def index_build(
 @user_errors
 def search(
     index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
-    query: str = typer.Argument(..., help="Natural-language query."),
+    query: Optional[str] = typer.Argument(None, help="Natural-language query (or --like / --like-id)."),
     k: int = typer.Option(10, "-k", min=1, max=1000, help="Number of results."),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes the query (default: the index's)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    like: Optional[str] = typer.Option(None, "--like", help="Query by example: an image, a video, or a time range "
+                                                            "of one as PATH@START-END (seconds)."),
+    like_id: Optional[str] = typer.Option(None, "--like-id", help="Query by example: an entry of the index (left out)."),
     where: Optional[str] = typer.Option(None, "--where", help="Keep entries whose metadata pass this filter, e.g. "
                                                               "'start >= 30 and path startswith \"talks/\"' (docs/search.md)."),
     precision: Optional[str] = precision_option(None),
@@ -570,6 +573,8 @@ def search(
     from videotext.search.spoken import SpokenIndex, search_by
 
     loaded = Index.load(index)
+    if like is not None or like_id is not None or query is None:
+        return _search_like(loaded, index, query, like, like_id, k, run_dir, as_json, where, precision, threads)
     spoken = SpokenIndex.load(index)
     run = run_dir or loaded.meta.get("run_dir")
     if not run and not (by == "said" and spoken is not None):
@@ -713,6 +718,53 @@ def parse_options(items: Optional[List[str]]) -> dict:
             raise VideoTextError(f"--option {item!r}: expected key=value")
         options[key] = parse_value(value)
     return options
+
+
+def _search_like(loaded, index: Path, query: Optional[str], like: Optional[str], like_id: Optional[str], k: int,
+                 run_dir: Optional[Path], as_json: bool, where: Optional[str], precision: Optional[str],
+                 threads: Optional[int]) -> None:
+    """`search --like PATH` / `--like-id ID`: the entries most like an example file or entry."""
+    from videotext.inference import load_model
+
+    if sum(x is not None for x in (query, like, like_id)) != 1:
+        raise VideoTextError("search: give one of a text QUERY, --like PATH or --like-id ID")
+    run = run_dir or loaded.meta.get("run_dir")
+    if not run:
+        raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
+    hits = load_model(run, precision=precision, threads=threads).search_like(like, loaded, k=k, like_id=like_id,
+                                                                             where=where)
+    if as_json:
+        typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
+        return
+    for hit in hits:
+        span = f" [{hit.start:.1f}-{hit.end:.1f}s]" if hit.start is not None and hit.end is not None else ""
+        typer.echo(f"{hit.rank:3d}  {hit.score:.4f}  {hit.id}{span}  {hit.path or ''}")
+
+
+@index_app.command("duplicates")
+@user_errors
+def index_duplicates(
+    index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="Lowest score that links two entries "
+                                              "(default: the conse run's measured one, docs/search.md)."),
+    neighbours: int = typer.Option(20, "--neighbours", min=1, max=1000, help="Nearest entries searched per entry (k)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report path: OUT.json and OUT.csv "
+                                                                 "(default: INDEX/duplicates.json and .csv)."),
+) -> None:
+    """Groups of near-duplicates (re-encodes, resizes, crops, trims, speed changes, mirror images) in an index."""
+    from videotext.search.duplicates import DEFAULT_THRESHOLD, find_duplicates, report, write_report
+    from videotext.search.index import Index
+
+    loaded = Index.load(index)
+    threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    groups = find_duplicates(loaded, threshold, neighbours)
+    json_path, csv_path = write_report(report(loaded, groups, threshold, neighbours), out or index / "duplicates.json")
+    typer.echo(f"{len(groups)} groups of near-duplicates ({sum(len(g.members) for g in groups)} of {len(loaded)} "
+               f"entries) at threshold {threshold:g} → {json_path}, {csv_path}")
+    for number, group in enumerate(groups[:20], 1):
+        scores = [s for _, _, s in group.links]
+        typer.echo(f"{number:3d}  {len(group.members)} entries, scores {min(scores):.3f}-{max(scores):.3f}: "
+                   f"{', '.join(group.members[:8])}{' …' if len(group.members) > 8 else ''}")
 
 
 def main(argv: list[str] | None = None) -> None:
