@@ -8,6 +8,8 @@
      transcripts (`make assets`), plus goforward.raw ("go forward ten meters");
    - synthetic speech: the 24 sentences of tests/speech_media.py spoken by espeak-ng, muxed as AAC
      into test videos and decoded back by PyAV (what a user's folder goes through).
+   - one long recording: the real utterances 4 times over, 1 s apart (~2 min): Whisper pads every
+     window to 30 s, so short clips cost more per second than long audio does.
    Real-time factor = recognition seconds / audio seconds (model loading excluded, 2 cores).
 2. Spoken search on the 24 videos (each says one sentence over unrelated footage): for each
    sentence's paraphrasing query, is its video ranked first? Lines ranked by BM25 (bm25s, the kept
@@ -115,6 +117,9 @@ def main() -> None:
     results = {"machine": platform.processor() or platform.machine(), "cores": physical_cores(),
                "real_speech": {"utterances": len(real), "seconds": sum(len(c[1]) for c in real) / 16000},
                "engines": {}}
+    gap = np.zeros(16000, np.float32)  # the real utterances 4 times over, 1 s apart: one long recording
+    long_audio = [("long", np.concatenate([part for _ in range(4) for c in real for part in (c[1], gap)]),
+                   " ".join(c[2] for _ in range(4) for c in real))]
     reference = {key: [sentence] for key, _, sentence, _ in videos}
     results["search_on_reference_text"] = spoken_search(reference, videos)
     for name, model in engines:
@@ -122,13 +127,17 @@ def main() -> None:
         engine = speech_engine(name, model)
         load = time.perf_counter() - started
         on_real, on_synthetic = recognize_all(engine, real), recognize_all(engine, synthetic)
+        on_long = recognize_all(engine, long_audio)
         said = {key: [h] for key, h in zip([v[0] for v in videos], on_synthetic["hypotheses"])}
         search = spoken_search(said, videos)
         label = engine.source
-        results["engines"][label] = {"load_seconds": load, "real": on_real, "espeak": on_synthetic, "search": search}
+        results["engines"][label] = {"load_seconds": load, "real": on_real, "espeak": on_synthetic,
+                                     "long_real": {k: on_long[k] for k in ("wer", "rtf", "audio_seconds")},
+                                     "search": search}
         print(f"{label:28s} real WER {100 * on_real['wer']:5.1f}%  RTF {on_real['rtf']:.3f} | espeak WER "
               f"{100 * on_synthetic['wer']:5.1f}%  RTF {on_synthetic['rtf']:.3f} | search top-1 BM25 "
-              f"{search['bm25_top1']:.3f} encoder {search['encoder_top1']:.3f} RRF {search['rrf_both_top1']:.3f}",
+              f"{search['bm25_top1']:.3f} encoder {search['encoder_top1']:.3f} RRF {search['rrf_both_top1']:.3f} | "
+              f"long audio ({on_long['audio_seconds']:.0f} s) WER {100 * on_long['wer']:.1f}% RTF {on_long['rtf']:.3f}",
               flush=True)
     ref = results["search_on_reference_text"]
     print(f"{'reference sentences':28s} search top-1 BM25 {ref['bm25_top1']:.3f} encoder {ref['encoder_top1']:.3f} "

@@ -38,6 +38,20 @@ VTT = """WEBVTT
 second cue
 """
 
+ASS = r"""[Script Info]
+ScriptType: v4.00+
+
+[V4+ Styles]
+Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, Shadow, Alignment, MarginL, MarginR, MarginV, Encoding
+Style: Default,Arial,20,&H00FFFFFF,&H000000FF,&H00000000,&H00000000,0,0,0,0,100,100,0,0,1,2,0,2,10,10,10,1
+
+[Events]
+Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text
+Dialogue: 0,0:00:00.50,0:00:02.00,Default,,0,0,0,,Hello {\i1}world{\i0}, this is a test.
+Dialogue: 0,0:00:02.50,0:00:04.00,Default,,0,0,0,,Second line\Nwith two rows
+"""
+TEXTS = {"srt": SRT, "vtt": VTT, "ass": ASS}
+
 
 def _mux_subtitles(video: Path, subtitles: Path, out: Path) -> Path:
     """`video`'s streams plus the subtitle stream FFmpeg reads from `subtitles`, remuxed into a Matroska file."""
@@ -70,16 +84,17 @@ def test_srt_and_vtt_files_give_timed_lines_without_markup(tmp_path):
     assert [(s.start, s.end, s.sentence) for s in vtt] == [(0.5, 2.0, "Hello there"), (2.5, 4.0, "second cue")]
 
 
-@pytest.mark.parametrize("kind", ["srt", "vtt"])
+@pytest.mark.parametrize("kind", ["srt", "vtt", "ass"])  # subrip, webvtt and ass streams in Matroska
 def test_subtitle_streams_inside_a_video_are_read(tmp_path, kind):
     from videotext.data.speech.subtitles import has_subtitle_stream, read_subtitles
 
-    (tmp_path / f"a.{kind}").write_text(SRT if kind == "srt" else VTT, encoding="utf-8")
+    (tmp_path / f"a.{kind}").write_text(TEXTS[kind], encoding="utf-8")
     video = silent_footage(tmp_path / "plain.mp4", seconds=5.0)
     inside = _mux_subtitles(video, tmp_path / f"a.{kind}", tmp_path / "inside.mkv")
     assert not has_subtitle_stream(video) and has_subtitle_stream(inside)
-    assert [(s.start, s.end, s.sentence) for s in read_subtitles(inside)] == \
-        [(s.start, s.end, s.sentence) for s in read_subtitles(tmp_path / f"a.{kind}")]
+    lines = [(s.start, s.end, s.sentence) for s in read_subtitles(inside)]
+    assert lines == [(s.start, s.end, s.sentence) for s in read_subtitles(tmp_path / f"a.{kind}")]
+    assert lines[0][:2] == (0.5, 2.0) and len(lines) == 2
 
 
 @pytest.mark.parametrize("content, message", [

@@ -33,6 +33,7 @@ import numpy as np
 
 from videotext.errors import VideoTextError
 from videotext.io import atomic_path
+from videotext.runtime import physical_cores
 from videotext.weights import (PACKAGES, WHISPER_BASE_MODEL_SHA256, WeightPackage, WeightsError, sha256_of,
                                verified_folder, verify_file)
 
@@ -134,7 +135,8 @@ class WhisperEngine(SpeechEngine):
         self.language, self.beam_size = language, beam_size
         path = whisper_model_path(model)
         try:
-            self._model = WhisperModel(path, device=device, compute_type=compute_type, cpu_threads=threads,
+            self._model = WhisperModel(path, device=device, compute_type=compute_type,
+                                       cpu_threads=threads or physical_cores(),  # its default, 4, oversubscribes 2 cores
                                        local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1")
         except WeightsError:
             raise
