@@ -181,3 +181,30 @@ def test_the_page_asks_once_for_the_token_of_a_guarded_server(search_case):
     finally:
         stop()
 
+
+
+@needs_chromium
+def test_more_like_this_shows_the_entries_nearest_to_a_result(server, search_case):
+    """Each result has a "more like this" button: it lists the index's nearest entries to that
+    result (the order of the index's own vectors, itself left out) and keeps them in the URL."""
+    playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
+    from videotext.search import Index
+
+    folder, query, expected, _ = search_case
+    index = Index.load(folder)
+    nearest = [h.id for h in index.search(index.embeddings_for([expected]), K + 1)[0] if h.id != expected][:K]
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto(server + "/")
+            page.fill("#query", query)
+            page.fill("#k", str(K))
+            page.click("button[type=submit]")
+            page.wait_for_selector(f'.more-like[data-id="{expected}"]')
+            page.click(f'.more-like[data-id="{expected}"]')
+            page.wait_for_function(f"() => document.getElementById('status').textContent.includes('like:{expected}')")
+            assert page.eval_on_selector_all(".card", "cards => cards.map(c => c.dataset.id)") == nearest
+            assert f"like={expected}" in page.url
+        finally:
+            browser.close()

@@ -6,6 +6,10 @@
                             `where=` keeps entries whose metadata pass a filter (search.filters)
                             `path` is relative to the indexed folder (`index.meta["root"]`),
                             else the file name: the server's own paths are never shown
+    GET /search/like?id=…   query by example: the entries most like an indexed one (itself left out)
+    POST /search/like?filename=…  the body an image or a video (≤ 64 MiB, else 413): the entries
+                            most like it; one-line 400 when it is not an image or video or
+                            cannot be decoded; decoded from a temporary file deleted before the answer
     GET /thumbnail/{id}     a JPEG frame from the clip's start (cached in memory)
     GET /video/{id}         the indexed file, with HTTP range requests (206) so browsers seek
     GET /health             liveness + what is indexed
@@ -14,7 +18,8 @@
 Safety: files are looked up by entry id in the index, never built from a request path,
 so only indexed files are served (no traversal). Every parameter is validated; user
 mistakes get a 4xx JSON body `{"detail": …}`, never a 500. Swagger's /docs is off
-because it loads its assets from a CDN. No endpoint writes.
+because it loads its assets from a CDN. No endpoint writes (an upload
+lives in a temporary folder while it is decoded, nothing of it is kept).
 
 Access: on loopback the service is open. Served on any other address it needs a token
 (`create_app(token=...)`, `videotext serve --token` or VIDEOTEXT_TOKEN): every endpoint then
@@ -30,6 +35,7 @@ import io
 import ipaddress
 import mimetypes
 import re
+import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -40,10 +46,12 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from videotext.data.video import probe, read_frames
 from videotext.errors import VideoTextError
+from videotext.search.examples import MAX_UPLOAD_BYTES, save_upload
 from videotext.search.filters import parse_filter
 from videotext.search.index import Entry, Index
 from videotext.search.spoken import SpokenIndex, search_by
@@ -210,7 +218,8 @@ def token_matches(header: str | None, token: str) -> bool:
 
 def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, searcher: Any = None,
                max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS, precision: str | None = None,
-               threads: int | None = None, token: str | None = None) -> FastAPI:
+               threads: int | None = None, token: str | None = None,
+               max_upload_bytes: int = MAX_UPLOAD_BYTES) -> FastAPI:
     """The search app over the index folder `index_dir`.
 
     `searcher` answers `searcher.search(query, index, k)` with hits; by default the run that
@@ -282,6 +291,9 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             options["where"] = where
         with model_lock:
             hits = search_by(searcher, index, spoken, text, k=k, by=by, **options)
+        return SearchResponse(query=text, k=k, results=results_of(hits))
+
+    def results_of(hits: list) -> list[Result]:
         root = index.meta.get("root")
         results = []
         for h in hits:
@@ -294,7 +306,65 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
                 thumbnail=f"/thumbnail/{quote(h.id, safe='')}",
                 video=f"/video/{quote(h.id, safe='')}" if has_file else None,
                 said=SaidLine(**h.meta["said"]) if isinstance(h.meta.get("said"), dict) else None))
-        return SearchResponse(query=text, k=k, results=results)
+        return results
+
+    def like_options(where: Optional[str]) -> dict[str, Any]:
+        if not hasattr(searcher, "search_like"):
+            raise HTTPException(400, "this server's searcher cannot search by example")
+        if where is not None and where.strip():
+            parse_filter(where)
+            return {"where": where}
+        return {}
+
+    @app.get("/search/like", response_model=SearchResponse, responses=errors)
+    def search_like_id(
+        id: str = Query(..., min_length=1, max_length=1000, description="An indexed entry: the results look like it."),
+        k: int = Query(10, ge=1, le=max_k, description="Number of results."),
+        where: Optional[str] = Query(None, max_length=2000, description="Metadata filter (as /search)."),
+    ) -> SearchResponse:
+        entry_for(id, need_file=False)  # 404 for an unknown id
+        options = like_options(where)
+        with model_lock:
+            hits = searcher.search_like(None, index, k=k, like_id=id, **options)
+        return SearchResponse(query=f"like:{id}", k=k, results=results_of(hits))
+
+    @app.post("/search/like", response_model=SearchResponse, responses={**errors, 413: {"model": Problem}},
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
+    async def search_like_upload(
+        request: Request,
+        filename: str = Query("upload", max_length=200, description="The file's name (its extension names "
+                              "an image format)."),
+        k: int = Query(10, ge=1, le=max_k, description="Number of results."),
+        where: Optional[str] = Query(None, max_length=2000, description="Metadata filter (as /search)."),
+    ) -> SearchResponse:
+        """The body is an image or a video (at most `max_upload_bytes`); it is decoded from a
+        temporary file that is deleted before the answer, nothing is stored."""
+        options = like_options(where)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_upload_bytes:
+            raise HTTPException(413, f"{filename}: {int(declared)} bytes is over the upload limit of "
+                                     f"{max_upload_bytes} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_upload_bytes:
+                raise HTTPException(413, f"{filename}: over the upload limit of {max_upload_bytes} bytes")
+        if not body:
+            raise HTTPException(400, f"{filename}: the upload is empty (send an image or a video as the body)")
+        name = Path(filename).name or "upload"
+        with tempfile.TemporaryDirectory(prefix="videotext-upload-") as folder:
+            path = save_upload(bytes(body), name, folder)
+            def like_upload() -> list:
+                with model_lock:
+                    return searcher.search_like(path, index, k=k, **options)
+
+            try:
+                hits = await run_in_threadpool(like_upload)
+            except VideoTextError as exc:  # the message names the temporary file: name the upload instead
+                message = str(exc).replace(str(path), name).splitlines()[0]
+                raise HTTPException(400, message) from None
+        return SearchResponse(query=f"like:{name}", k=k, results=results_of(hits))
 
     @app.get("/thumbnail/{entry_id:path}", responses={200: {"content": {"image/jpeg": {}}}, **errors},
              response_class=Response)

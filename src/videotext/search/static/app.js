@@ -110,13 +110,35 @@ function card(hit) {
   return button;
 }
 
+// "more like this" under each result: the entries most like it (GET /search/like?id=…)
+function withMoreLike(cardButton, hit) {
+  const box = document.createElement("div");
+  box.className = "hit";
+  const more = document.createElement("button");
+  more.type = "button";
+  more.className = "more-like";
+  more.dataset.id = hit.id;
+  more.textContent = "more like this";
+  more.addEventListener("click", () => {
+    const k = Math.min(100, Math.max(1, parseInt(kBox.value, 10) || 12));
+    history.replaceState(null, "", `?like=${encodeURIComponent(hit.id)}&k=${k}`);
+    showResults(`/search/like?${new URLSearchParams({ id: hit.id, k: String(k) })}`);
+  });
+  box.append(cardButton, more);
+  return box;
+}
+
 async function search(q, k, where, by) {
-  setStatus("searching…");
   const params = new URLSearchParams({ q, k: String(k), by });
   if (where) params.set("where", where);
+  return showResults(`/search?${params}`);
+}
+
+async function showResults(url) {
+  setStatus("searching…");
   let response;
   try {
-    response = await api(`/search?${params}`);
+    response = await api(url);
   } catch (err) {
     setStatus(`network error: ${err}`, true);
     return;
@@ -127,7 +149,7 @@ async function search(q, k, where, by) {
     setStatus(`error ${response.status}: ${detail || response.statusText}`, true);
     return;
   }
-  grid.replaceChildren(...body.results.map(card));
+  grid.replaceChildren(...body.results.map(hit => withMoreLike(card(hit), hit)));
   setStatus(`${body.results.length} results for “${body.query}”`);
 }
 
@@ -150,4 +172,8 @@ if (initial.get("q")) {
   if (initial.get("where")) whereBox.value = initial.get("where");
   if (["shown", "said", "both"].includes(initial.get("by"))) byBox.value = initial.get("by");
   form.requestSubmit();
+} else if (initial.get("like")) {
+  if (initial.get("k")) kBox.value = initial.get("k");
+  const k = Math.min(100, Math.max(1, parseInt(kBox.value, 10) || 12));
+  showResults(`/search/like?${new URLSearchParams({ id: initial.get("like"), k: String(k) })}`);
 }
