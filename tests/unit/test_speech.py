@@ -281,7 +281,7 @@ def test_spoken_search_finds_the_video_that_says_a_paraphrased_sentence(tmp_path
     transcribe(items, tmp_path / "features", "whisper", "tiny.en", progress=False)
     entries = {key: Entry(id=key, path=str(path), start=0.0, end=None, video_id=key) for key, path in items}
     spoken = SpokenIndex(lines_for_entries(list(entries.values()), TranscriptStore(tmp_path / "features").all()))
-    firsts = [spoken.search(query, entries, k=3)[0] for _, query in SENTENCES]
+    firsts = [spoken.search(query, entries.get, k=3)[0] for _, query in SENTENCES]
     found = [hit.id == key for hit, (key, _) in zip(firsts, items)]
     assert np.mean(found) >= 0.9, [(h.id, h.meta["said"]["text"]) for h, ok in zip(firsts, found) if not ok]
     said = firsts[0].meta["said"]

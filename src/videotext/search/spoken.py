@@ -24,7 +24,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -174,25 +174,31 @@ class SpokenIndex:
         self.last_scores = fused
         return sorted(fused, key=lambda row: -fused[row])
 
-    def search(self, query: str, entries: dict[str, Entry], k: int = 10, where: str | None = None) -> list[Hit]:
+    def search(self, query: str, entry_of: Callable[[str], Entry | None], k: int = 10,
+               where: str | None = None) -> list[Hit]:
         """Entries ranked by their best line (`line_ranking`); each hit's score is that line's fused
-        score and its meta["said"] that line: {"text", "start", "end", "source", "confidence"}."""
+        score and its meta["said"] that line: {"text", "start", "end", "source", "confidence"}.
+        `entry_of(id)` is the index's entry (None: no longer in the index)."""
         if k < 1:
             raise VideoTextError(f"k must be at least 1, got {k}")
         tree = parse_filter(where) if where else None
         best: dict[str, int] = {}
+        found: dict[str, Entry] = {}
+        left_out: set[str] = set()  # not in the index, or filtered out
         for row in self.line_ranking(query):
-            entry = self.lines[row].entry
-            if entry in best or entry not in entries:
+            entry_id = self.lines[row].entry
+            if entry_id in best or entry_id in left_out:
                 continue
-            if tree is not None and not matches(tree, entry_fields(entries[entry])):
+            entry = entry_of(entry_id)
+            if entry is None or (tree is not None and not matches(tree, entry_fields(entry))):
+                left_out.add(entry_id)
                 continue
-            best[entry] = row
+            best[entry_id], found[entry_id] = row, entry
             if len(best) == k:
                 break
         hits = []
         for rank, (entry_id, row) in enumerate(best.items(), 1):
-            line, entry = self.lines[row], entries[entry_id]
+            line, entry = self.lines[row], found[entry_id]
             said = {"text": line.text, "start": line.start, "end": line.end, "source": line.source,
                     "confidence": line.confidence}
             hits.append(_hit(entry, float(self.last_scores[row]), rank, {**entry.meta, "said": said}))
@@ -230,8 +236,14 @@ def search_by(searcher: Any, index: Any, spoken: SpokenIndex | None, query: str,
         raise VideoTextError("this index holds no transcripts: rebuild it with `videotext index build --speech`")
     if by == "shown" or spoken is None:
         return searcher.search(query, index, k=k, where=where)
-    entries = {e.id: e for e in index.entries()}
-    said = spoken.search(query, entries, k=k if by == "said" else max(FUSION_DEPTH, 5 * k), where=where)
+
+    def entry_of(entry_id: str) -> Entry | None:
+        try:
+            return index.get(entry_id)
+        except (KeyError, VideoTextError):
+            return None
+
+    said = spoken.search(query, entry_of, k=k if by == "said" else max(FUSION_DEPTH, 5 * k), where=where)
     if by == "said":
         return said
     shown = searcher.search(query, index, k=max(FUSION_DEPTH, 5 * k), where=where)
