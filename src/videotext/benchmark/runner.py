@@ -54,7 +54,10 @@ def plan(bench: BenchmarkDef, rows: list[str] | None = None, seeds: list[int] | 
 
 
 # --- locks: one process per run or data folder -------------------------------------------------
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists (a lock naming a dead one is stale)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -77,7 +80,7 @@ def claim(lock: Path) -> Iterator[bool]:
                 holder = int(lock.read_text().strip() or 0)
             except (OSError, ValueError):
                 holder = 0
-            if holder and holder != os.getpid() and _alive(holder):
+            if holder and holder != os.getpid() and process_alive(holder):
                 yield False
                 return
             lock.unlink(missing_ok=True)

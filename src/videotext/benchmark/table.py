@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 from videotext.benchmark.definition import BenchmarkDef, RowDef
-from videotext.benchmark.runner import RESULT, plan, run_dir
+from videotext.benchmark.runner import LOCK, RESULT, process_alive, plan, run_dir
 from videotext.eval.compare import paired_difference
 from videotext.eval.report.html import cell
 from videotext.eval.report.plots import new_figure, save_figure
@@ -165,6 +165,13 @@ def plot_cost(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]
     return True
 
 
+def _held(lock: Path) -> bool:
+    try:
+        return process_alive(int(lock.read_text().strip()))
+    except (OSError, ValueError):
+        return False
+
+
 def run_status(bench: BenchmarkDef, out: Path) -> list[str]:
     """One line per planned run without a result: not run, or in progress at its last logged epoch."""
     lines = []
@@ -175,8 +182,9 @@ def run_status(bench: BenchmarkDef, out: Path) -> list[str]:
         train = [e for e in read_metrics_log(folder) if e.get("kind") == "train"] if (folder / "metrics.jsonl").exists() else []
         if train:
             last = train[-1]
-            lines.append(f"- `{row.name}` seed {seed}: in progress, epoch {last['epoch']:.1f} of {row.epochs} "
-                         f"after {last.get('train_cpu_s', 0):.0f} training CPU-s (resumes from its last checkpoint)")
+            state = "running" if _held(folder / LOCK) else "interrupted (resumes from its last checkpoint)"
+            lines.append(f"- `{row.name}` seed {seed}: {state}, epoch {last['epoch']:.1f} of {row.epochs} "
+                         f"after {last.get('train_cpu_s', 0):.0f} training CPU-s")
         else:
             lines.append(f"- `{row.name}` seed {seed}: not run")
     return lines
@@ -235,7 +243,11 @@ def write_page(bench: BenchmarkDef, out: Path, page: Path, command: str) -> Path
         lines += [f"| `{folder}` | " + " | ".join(str(values.get(str(b), "–")) for b in bench.batch_sharing_sizes) + " |"
                   for folder, values in sorted(sharing.items())]
         lines.append("")
+    finished = [f"- `{row.name}` seed {seed}: {r['epochs']} epochs, {r['train_cpu_s']:.0f} training CPU-s, "
+                f"{r['train_s']:.0f} s training wall time, finished {r['finished']}"
+                for row, seed in plan(bench) if (r := records.get(row.name, {}).get(seed))]
     status = run_status(bench, out)
+    lines += ["## Finished runs", ""] + (finished or ["None yet."]) + [""]
     lines += ["## Runs not finished", ""] + (status or ["None: every planned run finished."]) + [""]
     lines += ["## Definition", "", "```yaml", yaml.safe_dump({"rows": [
         {"name": r.name, "config": r.config, "epochs": r.epochs, **({"set": r.set} if r.set else {}),
