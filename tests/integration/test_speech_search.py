@@ -11,7 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.integration.test_browser import launch, needs_chromium
+from tests.integration.test_browser import ARTIFACTS, launch, needs_chromium
 from tests.speech_media import ESPEAK, ESPEAK_MISSING, SENTENCES, silent_footage, speaking_video
 
 pytest.importorskip("faster_whisper", reason="the speech extra is not installed: pip install 'videotext[speech]'")
@@ -148,6 +148,8 @@ def test_page_shows_the_line_and_plays_from_it(built):
                                        " return v.readyState >= 2 && v.currentTime > 0; }", timeout=20_000)
                 current = page.evaluate("document.getElementById('player').currentTime")
                 assert LEAD - 1.0 <= current < LEAD + 2.0, current  # from the line, not from 0
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "speech_search.png"), full_page=True)
             finally:
                 browser.close()
     finally:

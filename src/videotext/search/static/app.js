@@ -74,7 +74,9 @@ async function play(hit) {
     if (Math.abs(player.currentTime - start) > 0.05) player.currentTime = start;
     player.play().catch(() => {});  // autoplay may be blocked; the controls remain
   }, { once: true });
-  nowPlaying.textContent = `${hit.id}  ${seconds(hit.start)}–${seconds(hit.end)}  score ${hit.score.toFixed(3)}`;
+  nowPlaying.textContent = hit.said
+    ? `${hit.id}  from ${seconds(hit.said.start)}: “${hit.said.text}”  score ${hit.score.toFixed(3)}`
+    : `${hit.id}  ${seconds(hit.start)}–${seconds(hit.end)}  score ${hit.score.toFixed(3)}`;
 }
 
 function card(hit) {
