@@ -56,6 +56,19 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     png = page.with_name("benchmark_r1_cost.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name in text
 
+    from typer.testing import CliRunner
+
+    from videotext.cli import app
+
+    by_cli = tmp_path / "cli" / "page.md"
+    done = CliRunner().invoke(app, ["benchmark", "report", "synthetic", "--out", str(out), "-o", str(by_cli),
+                                    "--set", "seeds=[0]", "--set", "data.videos=32"])
+    assert done.exit_code == 0, done.output
+    assert row_cells("dual encoder (baseline)") == [c.strip() for c in next(
+        line for line in by_cli.read_text().splitlines() if line.startswith("| dual encoder")).strip("|").split("|")]
+    bad = CliRunner().invoke(app, ["benchmark", "report", "nosuch"])
+    assert bad.exit_code == 2 and "no packaged benchmark of that name" in bad.output
+
     stamp = (out / "dual" / "seed_0" / RESULT).stat().st_mtime_ns
     again = run_benchmark(bench, out, tmp_path / "data", rows=["dual"], epochs=2)
     assert again["finished"] == ["dual/seed_0"] and (out / "dual" / "seed_0" / RESULT).stat().st_mtime_ns == stamp
