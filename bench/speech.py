@@ -15,6 +15,7 @@
    sentence's paraphrasing query, is its video ranked first? Lines ranked by BM25 (bm25s, the kept
    library) against the text encoder (all-MiniLM-L6-v2, mean pooled, cosine) and the reciprocal
    rank fusion of both, over each engine's transcripts; one run, printed side by side.
+3. The time of one `--by said` query over 10^5 transcript lines.
 """
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def spoken_search(transcripts: dict[str, list[str]], videos: list[tuple[str, Pat
     spoken = SpokenIndex(lines)
 
     def first_video(rows) -> str | None:
-        return lines[rows[0]].entry if len(rows) else None
+        return lines[int(rows[0])].entry if len(rows) else None
 
     truth, bm25, encoder, fused = [v[0] for v in videos], [], [], []
     for _, _, _, query in videos:
@@ -98,6 +99,28 @@ def spoken_search(transcripts: dict[str, list[str]], videos: list[tuple[str, Pat
     top1 = lambda found: float(np.mean([f == t for f, t in zip(found, truth)]))  # noqa: E731
     return {"bm25_top1": top1(bm25), "encoder_top1": top1(encoder), "rrf_both_top1": top1(fused),
             "queries": len(videos)}
+
+
+def query_latency(lines: int = 100_000, queries: int = 20) -> dict:
+    """Seconds of one `--by said` query over `lines` transcript lines (random words of the 24
+    sentences, 10 per line; random unit sentence vectors stand in for encoded lines): p50 and p90."""
+    from tests.speech_media import SENTENCES
+    from videotext.search.index import Entry
+    from videotext.search.spoken import SaidLine, SpokenIndex
+
+    rng = np.random.default_rng(0)
+    words = " ".join(s for s, _ in SENTENCES).lower().replace(".", "").replace(",", "").split()
+    said = [SaidLine(f"v{i // 10}", 0.0, 1.0, " ".join(rng.choice(words, 10)), "asr") for i in range(lines)]
+    vectors = rng.standard_normal((lines, 384)).astype(np.float32)
+    spoken = SpokenIndex(said, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    entry_of = lambda i: Entry(id=i, path=None, start=0.0, end=None, video_id=i)  # noqa: E731
+    spoken.search("warm up", entry_of, k=10)
+    times = []
+    for _, query in (SENTENCES * 2)[:queries]:
+        started = time.perf_counter()
+        spoken.search(query, entry_of, k=10)
+        times.append(time.perf_counter() - started)
+    return {"lines": lines, "p50_seconds": float(np.median(times)), "p90_seconds": float(np.quantile(times, 0.9))}
 
 
 def main() -> None:
@@ -139,6 +162,9 @@ def main() -> None:
               f"{search['bm25_top1']:.3f} encoder {search['encoder_top1']:.3f} RRF {search['rrf_both_top1']:.3f} | "
               f"long audio ({on_long['audio_seconds']:.0f} s) WER {100 * on_long['wer']:.1f}% RTF {on_long['rtf']:.3f}",
               flush=True)
+    latency = results["said_query_latency"] = query_latency()
+    print(f"--by said over {latency['lines']} lines: p50 {1000 * latency['p50_seconds']:.0f} ms, "
+          f"p90 {1000 * latency['p90_seconds']:.0f} ms")
     ref = results["search_on_reference_text"]
     print(f"{'reference sentences':28s} search top-1 BM25 {ref['bm25_top1']:.3f} encoder {ref['encoder_top1']:.3f} "
           f"RRF {ref['rrf_both_top1']:.3f}")
