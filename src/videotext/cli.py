@@ -541,7 +541,8 @@ def index_build(
 
         said = build_spoken_index(index, out, features or features_folder(out, run_dir), asr_engine, asr_model)
         typer.echo(f"speech: {said['error']}; indexed by what is shown only" if "error" in said else
-                   f"speech: {said['lines']} lines ({said['subtitle']} videos by subtitles, {said['asr']} recognized, "
+                   f"speech: {said['lines']} lines ({said['kept']} videos kept, {said['subtitle']} by subtitles, "
+                   f"{said['asr']} recognized, "
                    f"{said['none']} without speech, {said['failed']} failed; {said['failures']})")
     if update:
         plan = model.last_build.plan

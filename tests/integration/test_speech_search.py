@@ -52,7 +52,7 @@ def search(index, query: str, by: str, k: int = 3) -> list[dict]:
 def test_build_reports_each_source_and_records_the_video_without_audio(built):
     index, features, output = built
     assert "indexed 6 videos" in output
-    assert "1 videos by subtitles, 4 recognized, 1 without speech, 0 failed" in output, output
+    assert "0 videos kept, 1 by subtitles, 4 recognized, 1 without speech, 0 failed" in output, output
     failures = [json.loads(line) for line in (features / "failures.jsonl").read_text().splitlines()]
     assert [(f["item"], f["stage"]) for f in failures] == [("mute", "transcribe")]
     assert "no audio stream" in failures[0]["error"]
@@ -193,3 +193,18 @@ def test_an_mmt_run_indexes_a_folder_with_its_speech_expert(built, tmp_path):
     train_dog, _ = FeatureStore(tmp_path / "train").get("speech", "dog")
     np.testing.assert_array_equal(dog, train_dog)  # extracted for the index exactly as for training
     assert len(dog) >= 8 and store.is_missing("speech", "mute")
+
+
+def test_an_update_recognizes_only_the_new_video(built):
+    """Last in this module: it adds a video to the shared folder."""
+    from videotext.cli import app
+
+    index, _, _ = built
+    folder, run = index.parent / "videos", index.parent / "run"
+    speaking_video(folder / "goal.mp4", SENTENCES[22][0], seed=22, lead=LEAD)
+    result = CliRunner().invoke(app, ["index", "build", str(run), str(folder), "--out", str(index), "--update",
+                                      "--speech"])
+    assert result.exit_code == 0, result.output
+    assert "indexed 7 videos" in result.output
+    assert "6 videos kept, 0 by subtitles, 1 recognized, 0 without speech, 0 failed" in result.output, result.output
+    assert search(index, "goalkeeper saves a penalty", "said")[0]["id"] == "goal"
