@@ -286,3 +286,29 @@ def test_spoken_search_finds_the_video_that_says_a_paraphrased_sentence(tmp_path
     assert np.mean(found) >= 0.9, [(h.id, h.meta["said"]["text"]) for h, ok in zip(firsts, found) if not ok]
     said = firsts[0].meta["said"]
     assert said["start"] >= 0.5 and said["end"] > said["start"] and "oven" in said["text"]
+
+
+def test_lines_go_to_the_clips_they_start_in_and_filters_apply_to_spoken_hits():
+    from videotext.data.speech.recognize import Line
+    from videotext.data.speech.transcripts import Transcript
+    from videotext.search.index import Entry
+    from videotext.search.spoken import SpokenIndex, lines_for_entries
+
+    said = Transcript("talk", [Line(2.0, 4.0, "the volcano erupted", "subtitle"),
+                               Line(7.0, 9.0, "penguins slide on the ice", "subtitle"),
+                               Line(12.0, 14.0, "the volcano is quiet again", "subtitle")], "subtitle")
+    clips = [Entry(id=f"talk@{s}", path=None, start=float(s), end=float(s + 10), video_id="talk", meta={"n": i})
+             for i, s in enumerate((0, 5, 10))]  # windows of 10 s every 5 s
+    lines = lines_for_entries(clips, {"talk": said})
+    assert [(line.entry, line.start) for line in lines] == [("talk@0", 2.0), ("talk@0", 7.0), ("talk@5", 7.0),
+                                                            ("talk@5", 12.0), ("talk@10", 12.0)]
+    spoken = SpokenIndex(lines)
+    by_id = {e.id: e for e in clips}
+    hits = spoken.search("volcano", by_id.get, k=3)
+    # each clip once, by its best line: the shorter volcano line first (BM25 length normalisation)
+    assert [(h.id, h.meta["said"]["start"]) for h in hits][0] == ("talk@0", 2.0)
+    assert sorted((h.id, h.meta["said"]["start"]) for h in hits[1:]) == [("talk@10", 12.0), ("talk@5", 12.0)]
+    assert hits[0].score > hits[1].score >= hits[2].score
+    only = spoken.search("volcano", by_id.get, k=3, where="start >= 5")
+    assert {h.id for h in only} == {"talk@5", "talk@10"} and all(h.start >= 5 for h in only)
+    assert spoken.search("volcano", lambda entry_id: None, k=3) == []  # entries gone from the index
