@@ -192,6 +192,19 @@ def test_a_whisper_model_whose_hash_differs_is_refused(tmp_path, monkeypatch):
         WhisperEngine("tiny.en")
 
 
+def test_whisper_base_is_joined_from_its_two_packages_and_checked(tmp_path, monkeypatch):
+    from videotext.data.speech.recognize import joined_whisper_base
+    from videotext.weights import WHISPER_BASE_MODEL_SHA256, sha256_of
+
+    monkeypatch.setenv("VIDEOTEXT_CACHE", str(tmp_path))
+    folder = joined_whisper_base()
+    assert folder.parent.parent == tmp_path and sha256_of(folder / "model.bin") == WHISPER_BASE_MODEL_SHA256
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.bin", "tokenizer.json", "vocabulary.txt"]
+    with open(folder / "model.bin", "r+b") as handle:  # damage the cached join: it is joined again
+        handle.write(b"\0" * 16)
+    assert sha256_of(joined_whisper_base() / "model.bin") == WHISPER_BASE_MODEL_SHA256
+
+
 # --- transcripts of a folder ---------------------------------------------------------------------
 @needs_espeak
 def test_transcripts_prefer_subtitles_record_bad_inputs_and_resume(tmp_path):

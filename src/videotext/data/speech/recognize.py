@@ -101,12 +101,20 @@ def joined_whisper_base() -> Path:
     model = folder / "model.bin"
     joined = WeightPackage("the speech recognizer Whisper base (joined model.bin)", part1.distribution,
                            part1.version, part1.module, str(folder), {"model.bin": WHISPER_BASE_MODEL_SHA256})
-    if not model.is_file():
+
+    def join() -> None:
         with atomic_path(model) as tmp, open(tmp, "wb") as out:
             for half in (first / "model.bin.part1", second / "model.bin.part2"):
                 with open(half, "rb") as handle:
                     shutil.copyfileobj(handle, out, 1 << 22)
-    verify_file(model, WHISPER_BASE_MODEL_SHA256, joined)
+
+    if not model.is_file():
+        join()
+    try:
+        verify_file(model, WHISPER_BASE_MODEL_SHA256, joined)
+    except WeightsError:  # a damaged or stale join in the cache: the checked halves are joined again
+        join()
+        verify_file(model, WHISPER_BASE_MODEL_SHA256, joined)
     return folder
 
 
