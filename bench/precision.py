@@ -72,7 +72,7 @@ from videotext.search.windows import window_clips
 from videotext.train.checkpoint import save_checkpoint, seed_everything
 
 EXPERT_NETWORKS = ("clip", "appearance")
-METHOD_NETWORKS = ("dual", "clip4clip", "frozen", "mmt", "coot", "toco", "supportset")
+METHOD_NETWORKS = ("dual", "clip4clip", "frozen", "mmt", "coot", "toco", "supportset", "conse")
 DEBIAN_CLIPS = ("vtest.avi", "Megamind.avi", "tree.avi")
 WINDOW, STRIDE = 4.0, 2.0  # seconds: the video rows besides whole videos
 RERANK_QUERIES = 32

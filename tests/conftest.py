@@ -31,6 +31,14 @@ def tiny_synth(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def conse_run(tmp_path_factory) -> Path:
+    """The zero-shot ConSE run of the shipped weights (`videotext convert conse efficientnet-lite0`)."""
+    from videotext.convert import convert
+
+    return convert("conse", "efficientnet-lite0", tmp_path_factory.mktemp("conse") / "run")
+
+
 def serve_in_thread(app, timeout: float = 30.0):
     """uvicorn serving `app` on a free loopback port in a daemon thread: (base URL, stop)."""
     import socket

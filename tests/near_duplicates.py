@@ -44,7 +44,9 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
     crop      the central 80 % of each side;
     trim      the part from 20 % to 80 % of the duration;
     speed     1.5× faster (every third frame of each two dropped; same frame rate);
-    mirror    flipped left to right.
+    mirror    flipped left to right;
+    none      the same frames at a high quality (CRF 20): with `max_seconds`, the start of a
+              clip as the original of a shorter set.
     `max_seconds` keeps only the start of the source (the shorter sets of the tests)."""
     with av.open(str(source)) as container:
         stream = container.streams.video[0]
@@ -68,7 +70,7 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
             keep = lambda index, time: 0.2 * duration <= time < 0.8 * duration
         elif transform == "speed":
             keep = lambda index, time: index % 3 != 2 and (not max_seconds or time < max_seconds)
-        elif transform != "reencode":
+        elif transform not in ("reencode", "none"):
             raise ValueError(f"unknown transform {transform!r}; expected one of {TRANSFORMS}")
         out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(out) as tmp, av.open(str(tmp), mode="w", format="mp4") as writer:

@@ -67,6 +67,7 @@ SMALL: dict[str, list[str]] = {
     "toco": ["data.max_steps_per_expert=8", "model.max_video_tokens=8", "model.hidden_dim=16", "model.num_heads=2",
              "model.ff_dim=32", "model.video_layers=1", "model.num_layers=1", "model.cheap_dim=16",
              "model.num_negatives=3", f"model.rerank_top_k={SHORTLIST}"],
+    "conse": ["data.experts=[appearance]", "model.layout_expert="],  # the fixture's store has no layout
     "clip4clip": [f"model.clip_model={TINY_CLIP}", "model.pretrained=", "model.transformer_layers=1",
                   "data.max_steps_per_expert=4"],
 }

@@ -8,13 +8,16 @@ T = 10, §5). Here s is the shipped MiniLM (mean-pooled, as it was trained) and 
 probabilities are the mean of its frames' before the top T are taken. A caption is its MiniLM
 embedding; the score is their cosine.
 
-The video vector also carries what the frames look like (`visual`): the mean of its frames'
+The video vector also carries what the frames look like: `visual`, the mean of its frames'
 pooled features, each standardised by the ImageNet statistics of the last batch norm (the
 expected value and spread of ReLU6(z), z ~ N(β, γ²), per channel: centres away what every
-natural image shares) and L2-normalised. Unit vectors are joined as
-[√(1−w)·conse, √w·visual] (w = `visual_weight`), captions as [text, 0]: a text query's
-ranking is ConSE's (its score scaled by √(1−w)), and a video or an image as the query
-(query by example, near-duplicates) scores (1−w)·conse cosine + w·visual cosine.
+natural image shares) and L2-normalised; and `layout`, the mean of its frames' colour layouts
+(the `layout` expert: where the colours lie, mirror-symmetric), which tells apart footage of
+one look that the classifier's features hardly separate. Unit vectors are joined as
+[√c·conse, √v·visual, √l·layout] (v = `visual_weight`, l = `layout_weight`, c = 1 − v − l),
+captions as [text, 0, 0]: a text query's ranking is ConSE's (its score scaled by √c), and a
+video or an image as the query (query by example, near-duplicates) scores
+c·conse cosine + v·visual cosine + l·layout cosine.
 
 A method built from its config takes the shipped network's ImageNet head and batch-norm
 statistics (`weights`) and embeds the class names at its first use;
@@ -32,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from videotext.config import ConfigError
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
 from videotext.models.layers.pooling import masked_pool
@@ -46,7 +50,10 @@ class ConSEConfig:
     text_model: str = ""  # "" = the shipped all-MiniLM-L6-v2 (the sentence space s(y))
     expert: str = "appearance"  # the feature-store expert: ImageNet EfficientNet-Lite0 pooled features
     top_classes: int = 10  # T, ConSE §5 (T = 10 did best of 1, 10, 1000)
-    visual_weight: float = 0.75  # w: share of the visual cosine in a video-to-video score
+    # shares of a video-to-video score (the rest is ConSE's cosine); bench/duplicates.py
+    visual_weight: float = 0.2  # the appearance features' cosine
+    layout_weight: float = 0.7  # the colour layout's cosine
+    layout_expert: str = "layout"  # "" = no layout part (appearance alone)
     max_text_tokens: int = 32
     input_size: int = 224  # the appearance expert's crop (the classifier's training resolution)
     weights: str = ""  # "" = the shipped EfficientNet-Lite0 state dict (head + batch-norm statistics)
@@ -91,6 +98,11 @@ class ConSE(Method):
         self.register_buffer("class_embeddings", torch.zeros(CLASSES, width))  # s(y), unit rows [1000, E]
         self.register_buffer("feature_mean", torch.zeros(FEATURE_DIM))  # E[ReLU6(z)] per channel [1280]
         self.register_buffer("feature_std", torch.ones(FEATURE_DIM))  # its spread [1280]
+        if config.visual_weight < 0 or config.layout_weight < 0 or config.visual_weight + config.layout_weight >= 1:
+            raise ConfigError(f"conse: visual_weight {config.visual_weight} and layout_weight {config.layout_weight} "
+                              "must be >= 0 and leave ConSE a share (sum < 1)")
+        dims = expert_dims or {}
+        self.layout_dim = int(dims.get(config.layout_expert, 3 * 8 * 8)) if config.layout_expert else 0
         self._take_network(config.weights)
 
     def _take_network(self, weights: str) -> None:
@@ -128,7 +140,7 @@ class ConSE(Method):
 
     def encode_text(self, batch: dict[str, Any]) -> torch.Tensor:
         text = F.normalize(self.text_encoder(batch).float(), dim=-1)  # [B, E]
-        return torch.cat([text, text.new_zeros(len(text), FEATURE_DIM)], dim=1)  # [B, E + 1280]
+        return torch.cat([text, text.new_zeros(len(text), FEATURE_DIM + self.layout_dim)], dim=1)  # [B, E + 1280 + L]
 
     # --- video -------------------------------------------------------------------------
     def conse(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -144,17 +156,30 @@ class ConSE(Method):
         frames = F.normalize((features - self.feature_mean) / self.feature_std, dim=-1)  # [B, T, 1280]
         return F.normalize(masked_pool(frames, mask, "mean"), dim=-1)
 
+    @property
+    def conse_weight(self) -> float:
+        return 1.0 - self.config.visual_weight - (self.config.layout_weight if self.layout_dim else 0.0)
+
     def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:
         expert = self.config.expert
         features, mask = batch["features"][expert].float(), batch["masks"][expert]  # [B, T, 1280], [B, T]
-        w = float(self.config.visual_weight)
-        return torch.cat([(1 - w) ** 0.5 * self.conse(features, mask), w ** 0.5 * self.visual(features, mask)], dim=1)
+        parts = [self.conse_weight ** 0.5 * self.conse(features, mask),
+                 self.config.visual_weight ** 0.5 * self.visual(features, mask)]
+        if self.layout_dim:
+            name = self.config.layout_expert
+            cells = F.normalize(batch["features"][name].float(), dim=-1)  # [B, T', L]
+            layout = F.normalize(masked_pool(cells, batch["masks"][name], "mean"), dim=-1)
+            parts.append(self.config.layout_weight ** 0.5 * layout)
+        return torch.cat(parts, dim=1)  # [B, E + 1280 + L], unit rows
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         text, video = self.gather(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
-        sims = text @ video.T  # [B, B]: √(1−w)·cosine of caption and ConSE vector
-        return info_nce(sims / (1 - self.config.visual_weight) ** 0.5, temperature=self.config.temperature,
+        sims = text @ video.T  # [B, B]: √c·cosine of caption and ConSE vector
+        return info_nce(sims / self.conse_weight ** 0.5, temperature=self.config.temperature,
                         positives=self.gather.positives(batch.get("positives")), reduction="mean")
 
     def expert_options(self) -> dict[str, dict[str, Any]]:
-        return {self.config.expert: {"input_size": int(self.config.input_size)}}
+        options = {self.config.expert: {"input_size": int(self.config.input_size)}}
+        if self.layout_dim:
+            options[self.config.layout_expert] = {"grid": int(round((self.layout_dim / 3) ** 0.5))}
+        return options

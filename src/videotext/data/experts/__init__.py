@@ -36,6 +36,7 @@ _REGISTRY: dict[str, str | Callable[..., Expert]] = {
     "audio": "videotext.data.experts.audio:LogMelExpert",
     "words": "videotext.data.experts.words:GloveWordsExpert",
     "clip": "videotext.data.experts.clip:CLIPExpert",
+    "layout": "videotext.data.experts.layout:LayoutExpert",
     "speech": "videotext.data.experts.words:SpeechWordsExpert",
 }
 

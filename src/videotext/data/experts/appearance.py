@@ -151,19 +151,13 @@ def center_crop_frames(frames: np.ndarray, size: int) -> np.ndarray:
     return np.ascontiguousarray(frames[:, top : top + size, left : left + size])  # [N, S, S, 3]
 
 
-class CentreFrameNetworkExpert(FrameExpert):
-    """A network over the centre frame of each step, centre-cropped to `frame_size` squares:
-    crops are made in the decoding workers, the network (`embed`, built lazily as `_model`)
-    runs in the main process over several videos at once."""
+class CentreFrameExpert(FrameExpert):
+    """An expert of the centre frame of each step, at most `max_steps` steps per video."""
 
-    _model: Any = None
     # At most this many steps per video, spread as `data.loaders.subsample_steps` spreads them
     # (None: every step). A run that reads only that many (`Method.reads_subsampled_steps`)
     # gets identical video embeddings from the few frames it needs (`index build`).
     max_steps: int | None = None
-
-    def __getstate__(self) -> dict[str, Any]:  # workers never need the network
-        return {**self.__dict__, "_model": None}
 
     def steps(self, duration: float) -> np.ndarray:
         starts = super().steps(duration)  # [T]
@@ -175,6 +169,17 @@ class CentreFrameNetworkExpert(FrameExpert):
 
     def frame_times(self, starts: np.ndarray) -> np.ndarray:
         return starts + 0.5 * self.step  # the centre of each step [T]
+
+
+class CentreFrameNetworkExpert(CentreFrameExpert):
+    """A network over the centre frame of each step, centre-cropped to `frame_size` squares:
+    crops are made in the decoding workers, the network (`embed`, built lazily as `_model`)
+    runs in the main process over several videos at once."""
+
+    _model: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:  # workers never need the network
+        return {**self.__dict__, "_model": None}
 
     def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
         return center_crop_frames(frames, self.frame_size)  # uint8 [T, S, S, 3]
