@@ -237,9 +237,9 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: int = 10) -> li
 
 def search_by(searcher: Any, index: Any, spoken: SpokenIndex | None, query: str, k: int = 10, by: str = "both",
               where: str | None = None) -> list[Hit]:
-    """Hits for one query by what is shown (`searcher.search`, the method's), said (BM25 over the
-    transcript lines) or both (reciprocal rank fusion). Without a spoken index, `both` is `shown`
-    and `said` is an error naming the index."""
+    """Hits for one query by what is shown (`searcher.search`, the method's), said (`SpokenIndex.search`:
+    BM25 and sentence vectors over the transcript lines) or both (reciprocal rank fusion of the two,
+    each FUSION_DEPTH deep). Without a spoken index, `both` is `shown` and `said` is an error."""
     if by not in BY:
         raise VideoTextError(f"--by {by!r}: expected one of {', '.join(BY)}")
     if by == "said" and spoken is None:
