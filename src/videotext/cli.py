@@ -571,8 +571,9 @@ def search(
     """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
     from videotext.inference import load_model
     from videotext.search.index import Index
-    from videotext.search.spoken import SpokenIndex, search_by
+    from videotext.search.spoken import SpokenIndex, check_by, search_by
 
+    check_by(by)  # before loading anything
     loaded = Index.load(index)
     if like is not None or like_id is not None or query is None:
         return _search_like(loaded, index, query, like, like_id, k, run_dir, as_json, where, precision, threads)

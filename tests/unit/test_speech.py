@@ -325,3 +325,14 @@ def test_lines_go_to_the_clips_they_start_in_and_filters_apply_to_spoken_hits():
     only = spoken.search("volcano", by_id.get, k=3, where="start >= 5")
     assert {h.id for h in only} == {"talk@5", "talk@10"} and all(h.start >= 5 for h in only)
     assert spoken.search("volcano", lambda entry_id: None, k=3) == []  # entries gone from the index
+
+
+def test_an_unknown_by_is_one_error_before_the_index_or_model_loads(tmp_path):
+    from typer.testing import CliRunner
+
+    from videotext.cli import app
+
+    result = CliRunner().invoke(app, ["search", str(tmp_path / "no-index"), "a dog", "--by", "sayd"])
+    assert result.exit_code == 2
+    assert "--by 'sayd': expected one of shown, said, both" in result.output
+    assert "no-index" not in result.output  # refused before the missing index is even opened

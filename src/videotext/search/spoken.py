@@ -235,13 +235,18 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: int = 10) -> li
     return [dataclasses.replace(first[i], score=fused[i], rank=rank, meta=meta[i]) for rank, i in enumerate(order, 1)]
 
 
+def check_by(by: str) -> None:
+    """One clear error for a `--by` / `by=` value that is not shown, said or both."""
+    if by not in BY:
+        raise VideoTextError(f"--by {by!r}: expected one of {', '.join(BY)}")
+
+
 def search_by(searcher: Any, index: Any, spoken: SpokenIndex | None, query: str, k: int = 10, by: str = "both",
               where: str | None = None) -> list[Hit]:
     """Hits for one query by what is shown (`searcher.search`, the method's), said (`SpokenIndex.search`:
     BM25 and sentence vectors over the transcript lines) or both (reciprocal rank fusion of the two,
     each FUSION_DEPTH deep). Without a spoken index, `both` is `shown` and `said` is an error."""
-    if by not in BY:
-        raise VideoTextError(f"--by {by!r}: expected one of {', '.join(BY)}")
+    check_by(by)
     if by == "said" and spoken is None:
         raise VideoTextError("this index holds no transcripts: rebuild it with `videotext index build --speech`")
     if by == "shown" or spoken is None:
