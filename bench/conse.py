@@ -66,8 +66,9 @@ def tuxpaint_scores(model, dataset, features: np.ndarray) -> dict:
     return retrieval_metrics_both(sims, np.arange(len(captions)))
 
 
-def real_clip_ranks(model, folder: Path) -> dict:
-    """Rank of each clip for its description, searching an index of every real clip."""
+def real_clip_ranks(model, folder: Path, seed: int = 0) -> dict:
+    """Rank of each clip for its description, searching an index of every real clip; the
+    control ranks the same descriptions against the clips' ConSE vectors of random features."""
     from tests.near_duplicates import KNOWN_COPIES, real_clips
 
     videos = folder / "videos"
@@ -76,13 +77,26 @@ def real_clip_ranks(model, folder: Path) -> dict:
     for clip in real_clips():
         if clip.name not in copies and not (videos / clip.name).exists():
             (videos / clip.name).symlink_to(clip)
-    index = model.build_index(videos, folder / "index", progress=False)
+    index = model.build_index(videos, folder / "index", features_dir=folder / "features", progress=False)
     ranks = {}
     for clip_id, query in CLIP_QUERIES.items():
         hits = model.search(query, index, k=len(index))
         ranks[clip_id] = next((h.rank for h in hits if h.id == clip_id), None)
-    return {"clips": len(index), "ranks": ranks,
-            "R1": 100.0 * np.mean([r == 1 for r in ranks.values() if r is not None])}
+    store, rng = FeatureStore(folder / "features"), np.random.default_rng(seed)
+    ids = sorted(index.ids)
+    random_vectors = []
+    for clip_id in ids:
+        arrays = {e: store.get(e, clip_id)[0][None].astype(np.float32) for e in model.experts}  # [1, T, D]
+        random_vectors.append(model.encode_video({e: np.maximum(rng.normal(a.mean((0, 1)), a.std((0, 1)), a.shape), 0)
+                                                  .astype(np.float32) for e, a in arrays.items()}))
+    import torch
+
+    sims = model.similarity(model.encode_text(list(CLIP_QUERIES.values())), torch.cat(random_vectors)).numpy()
+    random_ranks = {clip_id: int((row > row[ids.index(clip_id)]).sum()) + 1 for clip_id, row in zip(CLIP_QUERIES, sims)}
+    return {"clips": len(index), "ranks": ranks, "R1": 100.0 * np.mean([r == 1 for r in ranks.values()]),
+            "mean_rank": float(np.mean(list(ranks.values()))), "random_features_ranks": random_ranks,
+            "random_features_R1": 100.0 * np.mean([r == 1 for r in random_ranks.values()]),
+            "random_features_mean_rank": float(np.mean(list(random_ranks.values())))}
 
 
 def main() -> None:
@@ -124,7 +138,9 @@ def main() -> None:
     if "real_clips" in result:
         clips = result["real_clips"]
         print(f"real clips ({clips['clips']} indexed): rank of each clip for its description {clips['ranks']}, "
-              f"R@1 {clips['R1']:.0f}")
+              f"R@1 {clips['R1']:.0f}, mean rank {clips['mean_rank']:.2f}; random features "
+              f"{clips['random_features_ranks']}, R@1 {clips['random_features_R1']:.0f}, "
+              f"mean rank {clips['random_features_mean_rank']:.2f} (chance {(clips['clips'] + 1) / 2:.1f})")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1))
