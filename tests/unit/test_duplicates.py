@@ -185,3 +185,22 @@ def test_http_upload_limits_and_bad_input(collection, tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == before  # nothing stored beside the index
     assert set(Path(tempfile.gettempdir()).glob("videotext-upload-*")) == leftovers  # nor left in the temp folder
     shutil.rmtree(folder)
+
+
+def test_each_entry_is_searched_once_for_k_neighbours():
+    """O(n·k): n query rows of k + 1 hits each, no n × n score matrix."""
+    calls = []
+
+    class Counting(Index):
+        def search(self, queries, k=10, where=None):
+            calls.append((len(queries), k))
+            return super().search(queries, k, where)
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(50, 16))
+    vectors = np.repeat(centres, 3, axis=0) + 0.05 * rng.normal(size=(150, 16))  # 50 footages, 3 copies each
+    index = Counting(16, kind="hnsw")
+    index.add(vectors, [f"v{i}" for i in range(150)])
+    groups = find_duplicates(index, threshold=0.9, neighbours=5)
+    assert sum(rows for rows, _ in calls) == 150 and {k for _, k in calls} == {6}
+    assert sorted(sorted(int(m[1:]) // 3 for m in g.members) for g in groups) == [[i] * 3 for i in range(50)]

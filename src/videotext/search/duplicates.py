@@ -51,8 +51,8 @@ def near_pairs(index: Any, threshold: float = DEFAULT_THRESHOLD,
     """{(id a, id b) with a < b: score} of every entry's neighbours scoring ≥ threshold."""
     if neighbours < 1:
         raise VideoTextError(f"neighbours must be at least 1, got {neighbours}")
-    ids = list(index.ids)
-    videos = {entry_id: index.get(entry_id).video_id for entry_id in ids}
+    videos = {entry.id: entry.video_id for entry in index.entries()}  # one read, also on Milvus
+    ids = list(videos)
     pairs: dict[tuple[str, str], float] = {}
     for start in range(0, len(ids), BATCH):
         batch = ids[start : start + BATCH]
