@@ -34,7 +34,8 @@ OPTIONS = Options(
     Option("text_model", "", "the shipped all-MiniLM-L6-v2", "a local HF BERT-family folder for s(y) and captions"),
     Option("manifest", "", "none: `videotext eval RUN --data CONFIG` names the data instead",
            "the dataset manifest `videotext eval RUN` scores"),
-    Option("features", "", "none: the manifest's own feature store", "a feature store with the appearance expert"),
+    Option("features", "", "none: the manifest's own feature store",
+           "a feature store with the appearance (and layout) experts"),
 )
 
 
