@@ -582,7 +582,11 @@ def search(
     if not run and not (by == "said" and spoken is not None):
         raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
     searcher = None if by == "said" else load_model(run, precision=precision, threads=threads)
-    hits = search_by(searcher, loaded, spoken, query, k=k, by=by, where=where)
+    _print_hits(search_by(searcher, loaded, spoken, query, k=k, by=by, where=where), as_json)
+
+
+def _print_hits(hits: list, as_json: bool) -> None:
+    """Search hits as JSON or one line each (rank, score, id, span, path; the spoken line where one matched)."""
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
         return
@@ -733,14 +737,8 @@ def _search_like(loaded, index: Path, query: Optional[str], like: Optional[str],
     run = run_dir or loaded.meta.get("run_dir")
     if not run:
         raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
-    hits = load_model(run, precision=precision, threads=threads).search_like(like, loaded, k=k, like_id=like_id,
-                                                                             where=where)
-    if as_json:
-        typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
-        return
-    for hit in hits:
-        span = f" [{hit.start:.1f}-{hit.end:.1f}s]" if hit.start is not None and hit.end is not None else ""
-        typer.echo(f"{hit.rank:3d}  {hit.score:.4f}  {hit.id}{span}  {hit.path or ''}")
+    model = load_model(run, precision=precision, threads=threads)
+    _print_hits(model.search_like(like, loaded, k=k, like_id=like_id, where=where), as_json)
 
 
 @index_app.command("duplicates")
