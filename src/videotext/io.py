@@ -184,3 +184,16 @@ def _subjects(entry: dict) -> list[str | None]:
     if isinstance(experts, list) and experts:
         return list(experts)
     return [entry["expert"]] if "expert" in entry else [None]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (a lock or temp file naming a dead one is stale)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True

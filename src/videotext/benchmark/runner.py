@@ -30,7 +30,7 @@ from videotext.encode import encode_texts, encode_videos
 from videotext.eval.evaluate import Encoded, metric_directions, score
 from videotext.eval.protocols import evaluate_split
 from videotext.eval.retrieval import dataset_caption_relevance
-from videotext.io import write_json
+from videotext.io import process_alive, write_json
 from videotext.train.trainer import Trainer, read_metrics_log
 
 log = logging.getLogger(__name__)
@@ -54,19 +54,6 @@ def plan(bench: BenchmarkDef, rows: list[str] | None = None, seeds: list[int] | 
 
 
 # --- locks: one process per run or data folder -------------------------------------------------
-def process_alive(pid: int) -> bool:
-    """Whether process `pid` exists (a lock naming a dead one is stale)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def claim(lock: Path) -> Iterator[bool]:
     """Hold `lock` (a file naming this pid) while the block runs; yields False, holding

@@ -17,12 +17,12 @@ import numpy as np
 import yaml
 
 from videotext.benchmark.definition import BenchmarkDef, RowDef
-from videotext.benchmark.runner import LOCK, RESULT, process_alive, plan, run_dir
+from videotext.benchmark.runner import LOCK, RESULT, plan, run_dir
 from videotext.eval.compare import paired_difference
 from videotext.eval.report.html import cell
 from videotext.eval.report.plots import new_figure, save_figure
 from videotext.eval.retrieval import aggregate_seeds
-from videotext.io import atomic_open
+from videotext.io import atomic_open, process_alive
 from videotext.train.trainer import read_metrics_log
 
 FLAT_POINTS = 1.0  # a validation curve is flat when its fitted change over the last fifth is below this (R@1 points)

@@ -51,7 +51,7 @@ import h5py
 import numpy as np
 
 from videotext.errors import DataFormatError
-from videotext.io import atomic_path, file_lock, write_json
+from videotext.io import atomic_path, file_lock, process_alive, write_json
 
 FORMAT = "videotext-features"
 VERSION = 1
@@ -508,7 +508,7 @@ def _clean_part_temps(folder: Path) -> None:
         fields = tmp.name[1:].split("-")
         if len(fields) < 5 or "-".join(fields[2:-2]) != host or not fields[-2].isdigit():
             continue
-        if not _pid_alive(int(fields[-2])):
+        if not process_alive(int(fields[-2])):
             tmp.unlink(missing_ok=True)
 
 
@@ -517,15 +517,6 @@ def _clean_main_temps(root: Path, expert: str) -> None:
     for tmp in root.glob(f".{expert}.h5.*.tmp"):
         tmp.unlink(missing_ok=True)
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def store_equal(a: FeatureStore, b: FeatureStore, experts: Iterable[str] | None = None) -> bool:
