@@ -322,6 +322,7 @@ app.add_typer(benchmark_app, name="benchmark")
 def benchmark_run(
     name: str = typer.Argument(..., help="A packaged benchmark (synthetic) or a benchmark YAML file."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Runs folder (default runs/benchmark/NAME)."),
+    results: Optional[Path] = typer.Option(None, help="Records of finished runs, small enough to commit (default results/benchmark/NAME)."),
     data_root: Path = typer.Option(Path("data"), help="Where the data sets live (the demo's: data/)."),
     rows: Optional[str] = typer.Option(None, help="Comma-separated row names (default: all, in the definition's order)."),
     seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds (default: the definition's)."),
@@ -336,16 +337,17 @@ def benchmark_run(
     from videotext.benchmark.table import write_page
 
     bench = load_benchmark(name, list(set_ or []))
-    out = out or Path("runs/benchmark") / bench.name
+    out, results = _benchmark_folders(bench.name, out, results)
     seed_list = [int(s) for s in split_list(seeds)] if seeds else None
     if seed_list is not None:
         bench.seeds = seed_list
     page = page or out / "benchmark.md"
-    command = f"videotext benchmark report {name} --out {out} -o {page}"
+    command = _benchmark_report_command(name, bench.name, out, results, page)
     result = run_benchmark(bench, out, data_root, rows=split_list(rows) if rows else None, seeds=seed_list,
-                           epochs=epochs, progress=progress, after_each=lambda: write_page(bench, out, page, command))
-    write_page(bench, out, page, command)
-    typer.echo(f"{len(result['finished'])} runs finished, {len(result['failed'])} failed; table: {page}")
+                           epochs=epochs, progress=progress, results=results,
+                           after_each=lambda: write_page(bench, out, page, command, results))
+    write_page(bench, out, page, command, results)
+    typer.echo(f"{len(result['finished'])} runs finished, {len(result['failed'])} failed; records: {results}; table: {page}")
 
 
 @benchmark_app.command("report")
@@ -353,17 +355,30 @@ def benchmark_run(
 def benchmark_report(
     name: str = typer.Argument(..., help="A packaged benchmark (synthetic) or a benchmark YAML file."),
     out: Optional[Path] = typer.Option(None, "--out", help="Runs folder (default runs/benchmark/NAME)."),
+    results: Optional[Path] = typer.Option(None, help="Records of finished runs (default results/benchmark/NAME)."),
     page: Path = typer.Option(Path("docs/benchmark.md"), "-o", "--page", help="Markdown page to write (a PNG plot beside it)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a definition key, e.g. seeds=[0]."),
 ) -> None:
-    """Write the benchmark page from the finished runs (unfinished ones are marked not run)."""
+    """Write the benchmark page from the records of finished runs (unfinished ones are marked not run)."""
     from videotext.benchmark.definition import load_benchmark
     from videotext.benchmark.table import write_page
 
     bench = load_benchmark(name, list(set_ or []))
-    out = out or Path("runs/benchmark") / bench.name
-    written = write_page(bench, out, page, f"videotext benchmark report {name}" + (f" --out {out}" if out != Path("runs/benchmark") / bench.name else "") + f" -o {page}")
+    out, results = _benchmark_folders(bench.name, out, results)
+    written = write_page(bench, out, page, _benchmark_report_command(name, bench.name, out, results, page), results)
     typer.echo(f"wrote {written}")
+
+
+def _benchmark_folders(bench_name: str, out: Optional[Path], results: Optional[Path]) -> tuple[Path, Path]:
+    """The runs folder and the records folder, their defaults named after the benchmark."""
+    return out or Path("runs/benchmark") / bench_name, results or Path("results/benchmark") / bench_name
+
+
+def _benchmark_report_command(name: str, bench_name: str, out: Path, results: Path, page: Path) -> str:
+    """The `videotext benchmark report` line that rewrites `page`, naming only non-default folders."""
+    default_out, default_results = _benchmark_folders(bench_name, None, None)
+    return (f"videotext benchmark report {name}" + (f" --out {out}" if out != default_out else "")
+            + (f" --results {results}" if results != default_results else "") + f" -o {page}")
 
 
 @app.command("configs")

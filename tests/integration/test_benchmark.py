@@ -23,14 +23,16 @@ def _tiny_benchmark(tiny_synth: Path, data_root: Path):
 
 
 def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth, tmp_path):
-    from videotext.benchmark.runner import RESULT, run_benchmark
+    from videotext.benchmark.runner import run_benchmark
     from videotext.benchmark.table import write_page
 
     bench = _tiny_benchmark(tiny_synth, tmp_path / "data")
-    out, page = tmp_path / "runs", tmp_path / "docs" / "benchmark.md"
-    result = run_benchmark(bench, out, tmp_path / "data", rows=["dual", "toco"], epochs=2)
+    out, results, page = tmp_path / "runs", tmp_path / "results", tmp_path / "docs" / "benchmark.md"
+    result = run_benchmark(bench, out, tmp_path / "data", rows=["dual", "toco"], epochs=2, results=results)
     assert result == {"finished": ["dual/seed_0", "toco/seed_0"], "failed": []}
-    write_page(bench, out, page, "videotext benchmark report test")
+    assert sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file()) == [
+        "dual/seed_0.json", "toco/seed_0.json"]  # the records alone: no checkpoints beside them
+    write_page(bench, out, page, "videotext benchmark report test", results)
     text = page.read_text(encoding="utf-8")
 
     def row_cells(label: str) -> list[str]:
@@ -44,12 +46,12 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     assert dual[4] == f"{tested['dual']['t2v']['R1']:.1f}" and dual[7] == f"{tested['dual']['v2t']['R1']:.1f}"
     assert toco[4] == f"{tested['toco']['t2v']['R1']:.1f}"
     assert toco[10].startswith(f"{tested['toco']['t2v']['R1'] - tested['dual']['t2v']['R1']:.1f}")
-    record = json.loads((out / "toco" / "seed_0" / RESULT).read_text())
+    record = json.loads((results / "toco" / "seed_0.json").read_text())
     cheap = row_cells("ToCo cheap scorer alone")
     assert cheap[4] == f"{record['results']['toco-cheap']['t2v']['R1']:.1f}"
     assert record["train_cpu_s"] > 0 and record["trainable_parameters"] > 0
     assert record["inference"]["toco"]["query_cpu_ms"] > 0 and [e for e, _ in record["val_curve"]] == [2.0]  # eval_every=2
-    dual_curve = json.loads((out / "dual" / "seed_0" / RESULT).read_text())["val_curve"]
+    dual_curve = json.loads((results / "dual" / "seed_0.json").read_text())["val_curve"]
     assert [e for e, _ in dual_curve] == [1.0, 2.0] and dual_curve[-1][1] >= 0
     assert float(re.match(r"[\d.]+", toco[-1]).group()) > 0  # ms per video
     assert row_cells("MMT")[4] == "not run" and "- `mmt` seed 0: not run" in text
@@ -60,18 +62,21 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
 
     from videotext.cli import app
 
+    # the records alone regenerate the page: the runs folder (checkpoints) is not needed
     by_cli = tmp_path / "cli" / "page.md"
-    done = CliRunner().invoke(app, ["benchmark", "report", "synthetic", "--out", str(out), "-o", str(by_cli),
+    done = CliRunner().invoke(app, ["benchmark", "report", "synthetic", "--out", str(tmp_path / "elsewhere"),
+                                    "--results", str(results), "-o", str(by_cli),
                                     "--set", "seeds=[0]", "--set", "data.videos=32"])
     assert done.exit_code == 0, done.output
+    assert f"--results {results}" in by_cli.read_text()
     assert row_cells("dual encoder (baseline)") == [c.strip() for c in next(
         line for line in by_cli.read_text().splitlines() if line.startswith("| dual encoder")).strip("|").split("|")]
     bad = CliRunner().invoke(app, ["benchmark", "report", "nosuch"])
     assert bad.exit_code == 2 and "no packaged benchmark of that name" in bad.output
 
-    stamp = (out / "dual" / "seed_0" / RESULT).stat().st_mtime_ns
-    again = run_benchmark(bench, out, tmp_path / "data", rows=["dual"], epochs=2)
-    assert again["finished"] == ["dual/seed_0"] and (out / "dual" / "seed_0" / RESULT).stat().st_mtime_ns == stamp
+    stamp = (results / "dual" / "seed_0.json").stat().st_mtime_ns
+    again = run_benchmark(bench, out, tmp_path / "data", rows=["dual"], epochs=2, results=results)
+    assert again["finished"] == ["dual/seed_0"] and (results / "dual" / "seed_0.json").stat().st_mtime_ns == stamp
 
 
 def test_packaged_benchmark_uses_the_demo_extraction_settings_and_demo_data_folder():

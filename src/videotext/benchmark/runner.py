@@ -1,12 +1,13 @@
 """Run a benchmark: each (row, seed) trained, selected on validation, tested once, costed.
 
-Layout under the output folder: ``<row>/seed_<n>/`` is an ordinary `videotext train` run
-directory (config, checkpoints, metrics.jsonl, test_metrics.json) plus ``benchmark.json``,
-written last (atomically): the run's test metrics, those of its extra evaluations, its
-validation curve, parameters, training CPU-seconds and inference time. A run with
-``benchmark.json`` is finished and reused; one with a checkpoint resumes from it; a run
-another live process is working on (``benchmark.lock`` names its pid) is left to it, so
-two processes can share the list.
+Layout: ``OUT/<row>/seed_<n>/`` is an ordinary `videotext train` run directory (config,
+checkpoints, metrics.jsonl, test_metrics.json, ``benchmark.lock`` while a process works on
+it); ``RESULTS/<row>/seed_<n>.json`` is the run's record, written last (atomically): its test
+metrics, those of its extra evaluations, its validation curve, parameters, training
+CPU-seconds and inference time. RESULTS defaults to OUT; kept apart, the records (a few KB
+each) can be committed and the page regenerated without the checkpoints. A run with a record
+is finished and reused; one with a checkpoint resumes from it; a run another live process is
+working on (the lock names its pid) is left to it, so two processes can share the list.
 """
 from __future__ import annotations
 
@@ -35,12 +36,16 @@ from videotext.train.trainer import Trainer, read_metrics_log
 
 log = logging.getLogger(__name__)
 
-RESULT = "benchmark.json"
 LOCK = "benchmark.lock"
 
 
 def run_dir(out: Path, row: RowDef, seed: int) -> Path:
     return Path(out) / row.name / f"seed_{seed}"
+
+
+def record_path(results: Path, row: RowDef, seed: int) -> Path:
+    """Where the finished run's record lives: RESULTS/<row>/seed_<n>.json."""
+    return Path(results) / row.name / f"seed_{seed}.json"
 
 
 def plan(bench: BenchmarkDef, rows: list[str] | None = None, seeds: list[int] | None = None) -> list[tuple[RowDef, int]]:
@@ -189,11 +194,12 @@ def _test_metrics(result: dict[str, Any]) -> dict[str, Any]:
 
 # --- one run, then all -----------------------------------------------------------------------------
 def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: Path, progress: bool = False,
-            epochs: int | None = None) -> dict[str, Any]:
+            epochs: int | None = None, results: Path | None = None) -> dict[str, Any]:
     """Train, test and cost one (row, seed); returns its record (read back if already finished)."""
     folder = run_dir(out, row, seed)
-    if (folder / RESULT).exists():
-        return json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    record_file = record_path(out if results is None else results, row, seed)
+    if record_file.exists():
+        return json.loads(record_file.read_text(encoding="utf-8"))
     data = bench.row_data(row)
     experts = list(load_config(row.config, list(row.set)).data.experts)
     manifest, features = prepare_data(data, experts, data_root, progress)
@@ -230,16 +236,19 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
         "val_curve": validation_curve(folder), "last_session_wall_s": time.time() - started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    write_json(folder / RESULT, record)
+    write_json(record_file, record)
     return record
 
 
 def run_benchmark(bench: BenchmarkDef, out: Path, data_root: Path, rows: list[str] | None = None,
                   seeds: list[int] | None = None, epochs: int | None = None, progress: bool = False,
-                  after_each: Callable[[], None] | None = None, wait_s: float = 30.0) -> dict[str, list[str]]:
-    """Run every planned (row, seed) not finished yet, in `plan` order; runs held by another
-    process are retried after `wait_s` until none is left. A run that fails is recorded in
-    out/failures.jsonl and the others go on. Returns {"finished", "failed"} run names."""
+                  after_each: Callable[[], None] | None = None, wait_s: float = 30.0,
+                  results: Path | None = None) -> dict[str, list[str]]:
+    """Run every planned (row, seed) without a record in `results` (default `out`), in `plan`
+    order; runs held by another process are retried after `wait_s` until none is left. A run
+    that fails is recorded in out/failures.jsonl and the others go on. Returns
+    {"finished", "failed"} run names."""
+    results = out if results is None else results
     done: list[str] = []
     failed: list[str] = []
     pending = plan(bench, rows, seeds)
@@ -248,7 +257,7 @@ def run_benchmark(bench: BenchmarkDef, out: Path, data_root: Path, rows: list[st
         for row, seed in pending:
             folder = run_dir(out, row, seed)
             name = f"{row.name}/seed_{seed}"
-            if (folder / RESULT).exists():
+            if record_path(results, row, seed).exists():
                 done.append(name)
                 continue
             with claim(folder / LOCK) as mine:
@@ -257,7 +266,7 @@ def run_benchmark(bench: BenchmarkDef, out: Path, data_root: Path, rows: list[st
                     continue
                 log.info("benchmark %s: %s", bench.name, name)
                 try:
-                    run_one(bench, row, seed, out, data_root, progress, epochs)
+                    run_one(bench, row, seed, out, data_root, progress, epochs, results)
                 except DataBusy:
                     held.append((row, seed))
                     continue
