@@ -18,13 +18,16 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from videotext.config import ConfigError
 from videotext.data.readers._common import VIDEO_EXTENSIONS
 from videotext.data.run_data import RunData
 from videotext.data.schema import Video, VideoTextDataset
+from videotext.data.synthetic.sharing import sharing_matrix
 from videotext.errors import VideoTextError
 from videotext.eval.captioning import evaluate_captioning
-from videotext.eval.supportset_report import attention_title, save_attention_map, support_attention
+from videotext.eval.supportset_report import attention_stats, attention_title, save_attention_map, support_attention
 from videotext.inference import load_model
 from videotext.io import write_json
 from videotext.runtime import to_device
@@ -90,6 +93,25 @@ def evaluate_run_captioning(run_dir: Any, split: str = "test", beam_size: int = 
     (Path(run_dir) / "report").mkdir(parents=True, exist_ok=True)
     write_json(Path(run_dir) / "report" / "captioning.json", result)
     return result
+
+
+def support_attention_stats(run_dir: Any, batches: int = 5, checkpoint: str = "best") -> dict[str, Any]:
+    """`attention_stats` of the first `batches` training batches of a Support-set run, mean and
+    per batch; the event-sharing figures when the videos carry their events (synthetic sets)."""
+    model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
+    if model.config.method != "supportset":
+        raise ConfigError(f"{run_dir}: a {model.config.method!r} run has no support-set attention")
+    data = RunData(model.config)
+    train = data.split(model.config.data.train_split)
+    by_id = {v.id: v for v in train}
+    loader = model.method.train_batches(train, data.read_features, model.config.train.batch_size, model.config.train.seed)
+    per_batch = []
+    for index in range(batches):
+        batch = loader.batch(0, index)
+        videos = [by_id[i] for i in batch["video_ids"]]
+        shares = sharing_matrix(videos) if any(v.meta.get("events") for v in videos) else None
+        per_batch.append(attention_stats(support_attention(model.method, batch, model.device), shares))
+    return {"batches": per_batch, "mean": {k: float(np.mean([b[k] for b in per_batch])) for k in per_batch[0]}}
 
 
 def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, checkpoint: str = "best",

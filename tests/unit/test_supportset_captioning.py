@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -158,6 +159,12 @@ def test_caption_videos_matches_the_method_on_stored_features(tiny_synth, tmp_pa
 
     png = plot_support_attention(run)
     assert png == run / "report" / "support_attention.png" and png.stat().st_size > 1000
+    from videotext.captioning import support_attention_stats
+
+    stats = support_attention_stats(run, batches=2)
+    assert len(stats["batches"]) == 2 and stats["mean"]["own_weight"] == pytest.approx(0.0, abs=1e-6)  # cross
+    assert 1.0 <= stats["mean"]["effective_size"] <= 7.0  # at most the 7 other videos of a batch of 8
+    assert 0.0 <= stats["mean"]["weight_on_sharing"] <= 1.0 and 0.0 <= stats["mean"]["sharing_uniform"] <= 1.0
     result = evaluate_run_captioning(run, split="test", beam_size=1, meteor=False, device="cpu")
     assert result["n_videos"] == len(dataset.split("test")) and 0 <= result["metrics"]["bleu4"] <= 100
     assert (run / "report" / "captioning.json").is_file()
@@ -216,3 +223,29 @@ def test_report_section_scores_captions_in_one_call_and_plots_the_attention(tmp_
     no_decoder = build_method("supportset", {"embed_dim": 16, "ffn_dim": 32, "captioning": "none",
                                              "freeze_text": True}, expert_dims={"a": 3, "m": 2})
     assert captioning_report(no_decoder, data, None, tmp_path) == {}
+
+
+def test_attention_stats_by_hand():
+    from videotext.eval.supportset_report import attention_stats
+
+    w = np.array([[0, .5, .5], [1, 0, 0], [.25, .25, .5]])
+    shares = np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=bool)
+    got = attention_stats(w, shares)
+    assert got["effective_size"] == pytest.approx((2 + 1 + 2 ** 1.5) / 3)  # exp(entropy): 2, 1, 2^1.5
+    assert got["max_weight"] == pytest.approx(2 / 3) and got["own_weight"] == pytest.approx(1 / 6)
+    assert got["weight_on_sharing"] == pytest.approx(0.5)  # rows: .5, 1, 0
+    assert got["sharing_uniform"] == pytest.approx(1 / 3)  # rows: 1/2, 1/2, 0
+    assert set(attention_stats(w)) == {"effective_size", "max_weight", "own_weight"}
+
+
+def test_sharing_matrix_marks_videos_with_a_common_event():
+    from videotext.data.schema import Video
+    from videotext.data.synthetic.sharing import sharing_matrix
+
+    def video(i, *events):
+        return Video(id=f"v{i}", meta={"events": [dict(zip(("colour", "shape", "action"), e)) for e in events]})
+
+    videos = [video(0, ("red", "cross", "grow"), ("blue", "disc", "left")), video(1, ("blue", "disc", "left")),
+              video(2, ("red", "cross", "shrink")), video(3, ("red", "cross", "grow"))]
+    assert sharing_matrix(videos).tolist() == [[False, True, False, True], [True, False, False, False],
+                                               [False, False, False, False], [True, False, False, False]]

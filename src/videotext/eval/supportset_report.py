@@ -53,6 +53,25 @@ def support_attention(method: Any, batch: dict[str, Any], device: Any = "cpu") -
         method.train(was_training)
 
 
+def attention_stats(weights: np.ndarray, shares: np.ndarray | None = None) -> dict[str, float]:
+    """Summary of a support-set attention W [B, B] (rows: captions, columns: support videos),
+    means over rows: `effective_size` exp(entropy) of a row, `max_weight` its largest weight,
+    `own_weight` W_ii. With `shares` [B, B] (bool, video i shares an event with video j):
+    `weight_on_sharing`, the weight a caption puts on videos sharing an event with its own,
+    against `sharing_uniform`, what attention spread evenly over the other videos would put."""
+    w = np.asarray(weights, dtype=np.float64)
+    p = np.clip(w, 1e-12, None)
+    entropy = -(w * np.log(p)).sum(axis=1)
+    out = {"effective_size": float(np.exp(entropy).mean()), "max_weight": float(w.max(axis=1).mean()),
+           "own_weight": float(np.diag(w).mean())}
+    if shares is not None:
+        shares = np.asarray(shares, dtype=bool)
+        others = ~np.eye(len(w), dtype=bool)
+        out["weight_on_sharing"] = float((w * shares).sum(axis=1).mean())
+        out["sharing_uniform"] = float((shares.sum(axis=1) / others.sum(axis=1)).mean())
+    return out
+
+
 def attention_title(config: Any) -> str:
     return f"support-set attention ({config.captioning}, T={config.temperature})"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
+import numpy as np
+
 from videotext.data.schema import Video
 
 
@@ -30,3 +32,12 @@ def batch_event_sharing(videos: Sequence[Video], batch_size: int, batches: int =
             sharing += bool(keys[i] & others)
             total += 1
     return 100.0 * sharing / max(total, 1)
+
+
+def sharing_matrix(videos: Sequence[Video]) -> np.ndarray:
+    """[N, N] bool: video i shows an event (colour, shape, action) that video j also shows;
+    the diagonal is False."""
+    keys = [event_keys(v) for v in videos]
+    shares = np.array([[bool(a & b) for b in keys] for a in keys], dtype=bool).reshape(len(keys), len(keys))
+    np.fill_diagonal(shares, False)
+    return shares
