@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import TINY_EXTRACT
@@ -54,6 +55,11 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     dual_curve = json.loads((results / "dual" / "seed_0.json").read_text())["val_curve"]
     assert [e for e, _ in dual_curve] == [1.0, 2.0] and dual_curve[-1][1] >= 0
     assert float(re.match(r"[\d.]+", toco[-1]).group()) > 0  # ms per video
+    from videotext.benchmark.analysis import run_event_confusions
+
+    confusions = run_event_confusions(out / "dual" / "seed_0")  # the selected checkpoint, on test
+    assert confusions["t2v_R1"] == pytest.approx(tested["dual"]["t2v"]["R1"], abs=1e-6)
+    assert 0 <= confusions.get("errors_sharing_pct", 0) <= 100
     assert row_cells("MMT")[4] == "not run" and "- `mmt` seed 0: not run" in text
     png = page.with_name("benchmark_r1_cost.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name in text
@@ -102,6 +108,20 @@ def test_validation_change_over_the_last_fifth():
     assert abs(last_fifth_change(flat, 30)) < 0.5
     assert last_fifth_change(rising, 30) == pytest.approx(12.0)  # 2 points per epoch over 6 epochs
     assert last_fifth_change([[30, 1.0]], 30) is None
+
+
+def test_event_confusions_by_hand():
+    from videotext.benchmark.analysis import event_confusions
+
+    shares = np.zeros((4, 4), dtype=bool)
+    for a, b in [(1, 2), (1, 3)]:
+        shares[a, b] = shares[b, a] = True
+    sims = np.full((4, 4), 0.0)
+    sims[[0, 1, 2, 3], [0, 2, 0, 1]] = 1.0  # top-1: right, wrong (shares), wrong (does not), wrong (shares)
+    got = event_confusions(sims, np.array([0, 1, 2, 3]), shares)
+    assert got["t2v_R1"] == pytest.approx(25.0) and got["errors"] == 3
+    assert got["errors_sharing_pct"] == pytest.approx(200 / 3)
+    assert got["random_sharing_pct"] == pytest.approx(100 * (2 / 3 + 1 / 3 + 1 / 3) / 3)  # 4/9
 
 
 def test_shared_events_option_makes_batches_share_events_and_zero_is_the_default_data():
