@@ -95,16 +95,23 @@ def evaluate_run_captioning(run_dir: Any, split: str = "test", beam_size: int = 
     return result
 
 
-def support_attention_stats(run_dir: Any, batches: int = 5, checkpoint: str = "best") -> dict[str, Any]:
-    """`attention_stats` of the first `batches` training batches of a Support-set run, mean and
-    per batch; the event-sharing figures when the videos carry their events (synthetic sets)."""
+def _supportset_train_batches(run_dir: Any, checkpoint: str) -> tuple[Any, list[Video], Any]:
+    """A Support-set run's model, its training videos and their seeded training batches (epoch 0
+    is the first epoch's order); any other method is a `ConfigError` naming the run."""
     model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
     if model.config.method != "supportset":
         raise ConfigError(f"{run_dir}: a {model.config.method!r} run has no support-set attention")
     data = RunData(model.config)
     train = data.split(model.config.data.train_split)
-    by_id = {v.id: v for v in train}
     loader = model.method.train_batches(train, data.read_features, model.config.train.batch_size, model.config.train.seed)
+    return model, train, loader
+
+
+def support_attention_stats(run_dir: Any, batches: int = 5, checkpoint: str = "best") -> dict[str, Any]:
+    """`attention_stats` of the first `batches` training batches of a Support-set run, mean and
+    per batch; the event-sharing figures when the videos carry their events (synthetic sets)."""
+    model, train, loader = _supportset_train_batches(run_dir, checkpoint)
+    by_id = {v.id: v for v in train}
     per_batch = []
     for index in range(batches):
         batch = loader.batch(0, index)
@@ -121,12 +128,7 @@ def plot_support_attention(run_dir: Any, out: Any = None, batch_index: int = 0, 
     Rows are captions, columns the videos they are reconstructed from; the first
     `max_items` pairs of the batch are shown.
     """
-    model = load_model(run_dir, checkpoint=checkpoint, device="cpu")
-    if model.config.method != "supportset":
-        raise ConfigError(f"{run_dir}: a {model.config.method!r} run has no support-set attention")
-    data = RunData(model.config)
-    batches = model.method.train_batches(data.split(model.config.data.train_split), data.read_features,
-                                         model.config.train.batch_size, model.config.train.seed)
-    weights = support_attention(model.method, batches.batch(0, batch_index), model.device)[:max_items, :max_items]
+    model, _, loader = _supportset_train_batches(run_dir, checkpoint)
+    weights = support_attention(model.method, loader.batch(0, batch_index), model.device)[:max_items, :max_items]
     out = Path(out) if out else Path(run_dir) / "report" / "support_attention.png"
     return save_attention_map(weights, out, attention_title(model.method.config))
