@@ -60,6 +60,12 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     confusions = run_event_confusions(out / "dual" / "seed_0")  # the selected checkpoint, on test
     assert confusions["t2v_R1"] == pytest.approx(tested["dual"]["t2v"]["R1"], abs=1e-6)
     assert 0 <= confusions.get("errors_sharing_pct", 0) <= 100
+    from videotext.benchmark.analysis import run_fit_gap
+
+    gap = run_fit_gap(out / "toco" / "seed_0", {"two-stage": [], "cheap": ["model.rerank_top_k=0"]})
+    for name, row in (("two-stage", "toco"), ("cheap", "toco-cheap")):  # the test half reproduces the records
+        assert gap[name]["test"]["t2v"]["R1"] == pytest.approx(record["results"][row]["t2v"]["R1"], abs=1e-6)
+        assert gap[name]["train"]["t2v"]["n_queries"] > 0 and gap[name]["videos"] == record["data"]["splits"]["test"]
     assert row_cells("MMT")[4] == "not run" and "- `mmt` seed 0: not run" in text
     png = page.with_name("benchmark_r1_cost.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name in text

@@ -1,4 +1,6 @@
-"""Which videos a method confuses: text→video errors against the events videos share.
+"""Why a trained method scores what it does: which videos it confuses, and how far it fits.
+
+`event_confusions` / `run_event_confusions` — text→video errors against the events videos share.
 
 On the synthetic sets every video records its events (colour, shape, action). Of the test
 captions whose top-ranked video is wrong, `event_confusions` counts those whose wrong video
@@ -6,17 +8,24 @@ shares an event with the right one, against the share of all other videos that d
 errors falling at random would give). Errors that concentrate on event-sharing videos mean
 the method has pulled such videos together: the effect Support-set's cross-captioning aims at
 (§3.1.2), measured where the test asks to tell those very videos apart.
+
+`run_fit_gap` — the same checkpoint tested on its test split and on as many of its own training
+videos, under several model settings (ToCo's re-ranker on and off): a scorer below another on
+the training videos too is under-trained, not over-fitted.
 """
 from __future__ import annotations
 
+import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from videotext.benchmark.runner import model_settings
 from videotext.data.run_data import RunData
 from videotext.data.synthetic.sharing import sharing_matrix
-from videotext.eval.evaluate import encode_split, score
+from videotext.eval.evaluate import encode_split, metric_directions, score
+from videotext.eval.protocols import evaluate_split
 from videotext.eval.retrieval import multi_caption_relevance
 from videotext.inference import load_model
 
@@ -48,3 +57,25 @@ def run_event_confusions(run_dir: str | Path, split: str = "test", checkpoint: s
     right = multi_caption_relevance([r.video_id for r in encoded.refs], encoded.video_ids)
     by_id = {v.id: v for v in dataset}
     return event_confusions(sims, right, sharing_matrix([by_id[i] for i in encoded.video_ids]))
+
+
+def run_fit_gap(run_dir: str | Path, settings: dict[str, Sequence[str]] | None = None, checkpoint: str = "best",
+                seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Metrics of a run's checkpoint on its test split and on a random sample of as many of its
+    training videos (`seed`), under each named list of `model.KEY=VALUE` settings (default: the
+    run as trained). Returns {setting name: {"test": metrics, "train": metrics, "videos": n}};
+    equal candidate counts make the two splits' R@K comparable."""
+    model = load_model(run_dir, checkpoint=checkpoint, device="cpu", precision="fp32")
+    data = RunData(model.config)
+    test = data.split(model.config.data.test_split)
+    train = data.split(model.config.data.train_split)
+    if len(train.videos) < len(test.videos):
+        raise ValueError(f"{run_dir}: {len(train.videos)} training videos, fewer than the {len(test.videos)} test videos")
+    sample = train.subset(random.Random(seed).sample(sorted(train.videos), len(test.videos)))
+    out: dict[str, dict[str, Any]] = {}
+    for name, overrides in (settings or {"as trained": []}).items():
+        with model_settings(model.method, list(overrides)):
+            out[name] = {split: metric_directions(evaluate_split(model.method, videos, data.read_features, device=model.device))
+                         for split, videos in (("test", test), ("train", sample))}
+        out[name]["videos"] = len(test.videos)
+    return out
