@@ -24,6 +24,7 @@ import numpy as np
 from videotext.benchmark.runner import model_settings
 from videotext.data.run_data import RunData
 from videotext.data.synthetic.sharing import sharing_matrix
+from videotext.errors import VideoTextError
 from videotext.eval.evaluate import encode_split, metric_directions, score
 from videotext.eval.protocols import evaluate_split
 from videotext.eval.retrieval import multi_caption_relevance
@@ -70,7 +71,7 @@ def run_fit_gap(run_dir: str | Path, settings: dict[str, Sequence[str]] | None =
     test = data.split(model.config.data.test_split)
     train = data.split(model.config.data.train_split)
     if len(train.videos) < len(test.videos):
-        raise ValueError(f"{run_dir}: {len(train.videos)} training videos, fewer than the {len(test.videos)} test videos")
+        raise VideoTextError(f"{run_dir}: {len(train.videos)} training videos, fewer than the {len(test.videos)} test videos")
     sample = train.subset(random.Random(seed).sample(sorted(train.videos), len(test.videos)))
     out: dict[str, dict[str, Any]] = {}
     for name, overrides in (settings or {"as trained": []}).items():
