@@ -107,13 +107,18 @@ def test_packaged_benchmark_uses_the_demo_extraction_settings_and_demo_data_fold
 
 
 def test_validation_change_over_the_last_fifth():
-    from videotext.benchmark.table import last_fifth_change
+    from videotext.benchmark.table import last_fifth_change, trained_epochs
 
     flat = [[e, 70.0 + (0.3 if e % 2 else -0.3)] for e in range(1, 31)]
     rising = [[e, 2.0 * e] for e in range(1, 31)]
     assert abs(last_fifth_change(flat, 30)) < 0.5
     assert last_fifth_change(rising, 30) == pytest.approx(12.0)  # 2 points per epoch over 6 epochs
     assert last_fifth_change([[30, 1.0]], 30) is None
+    # early stopping at epoch 20 of a 40-epoch budget: the last fifth is epochs 17-20, not 33-40
+    stopped = {"epochs": 40, "val_curve": [[e, 2.0 * e] for e in range(1, 21)]}
+    assert trained_epochs(stopped) == 20.0
+    assert last_fifth_change(stopped["val_curve"], trained_epochs(stopped)) == pytest.approx(8.0)
+    assert trained_epochs({"epochs": 30, "val_curve": rising}) == 30.0
 
 
 def test_event_confusions_by_hand():

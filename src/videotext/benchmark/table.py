@@ -41,7 +41,7 @@ def load_records(bench: BenchmarkDef, results: Path) -> dict[str, dict[int, dict
     return found
 
 
-def last_fifth_change(curve: list[list[float]], epochs: int) -> float | None:
+def last_fifth_change(curve: list[list[float]], epochs: float) -> float | None:
     """Fitted change of validation t2v R@1 over the last fifth of the epochs (least squares
     line through the validations after 80 % of training, times a fifth of the budget);
     None with fewer than two such validations."""
@@ -50,6 +50,13 @@ def last_fifth_change(curve: list[list[float]], epochs: int) -> float | None:
         return None
     slope = np.polyfit(points[:, 0], points[:, 1], 1)[0]
     return float(slope * epochs / 5)
+
+
+def trained_epochs(record: dict[str, Any]) -> float:
+    """Epochs the run trained: its budget, or the last validation's epoch where early stopping
+    (`train.early_stop_patience`) ended it sooner."""
+    curve = record["val_curve"]
+    return min(float(record["epochs"]), curve[-1][0]) if curve else float(record["epochs"])
 
 
 def _line_owner(bench: BenchmarkDef, name: str) -> RowDef:
@@ -71,13 +78,14 @@ def line_stats(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]
     if not runs:
         return {"n": 0}
     per_seed = {seed: r["results"][name] for seed, r in runs.items()}
-    changes = [last_fifth_change(r["val_curve"], r["epochs"]) for r in runs.values()]
-    changes = [c for c in changes if c is not None]
+    changes = {seed: last_fifth_change(r["val_curve"], trained_epochs(r)) for seed, r in runs.items()}
+    changes = {seed: c for seed, c in changes.items() if c is not None}
     inference = aggregate_seeds([r["inference"][name] for r in runs.values()])
     return {
         "n": len(runs), "seeds": sorted(runs), "per_seed": per_seed, "metrics": aggregate_seeds(list(per_seed.values())),
         "epochs": sorted({r["epochs"] for r in runs.values()}),
-        "change": aggregate_seeds([{"c": c} for c in changes])["c"] if changes else None,
+        "change": aggregate_seeds([{"c": c} for c in changes.values()])["c"] if changes else None,
+        "change_per_seed": changes,
         "parameters": next(iter(runs.values()))["parameters"],
         "trainable": next(iter(runs.values()))["trainable_parameters"],
         "train_cpu_s": aggregate_seeds([{"s": r["train_cpu_s"]} for r in runs.values()])["s"],
@@ -132,7 +140,10 @@ def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any
             if against != table.baseline:
                 paired += f" vs {against}"
         change = stats["change"]
-        change_cell = "–" if change is None else (f"{change['mean']:+.1f}" + ("" if abs(change["mean"]) < FLAT_POINTS else " (not flat)"))
+        change_cell = "–" if change is None else (
+            f"{change['mean']:+.1f}" + ("" if abs(change["mean"]) < FLAT_POINTS else " (not flat)")
+            + (f" ({', '.join(f'{c:+.1f}' for _, c in sorted(stats['change_per_seed'].items()))})"
+               if len(stats["change_per_seed"]) > 1 else ""))
         extras = [cell(aggregate_seeds([{"v": _nested(m, key)} for m in stats["per_seed"].values()
                                         if _nested(m, key) is not None]).get("v")) for key in table.extra_metrics]
         lines.append("| " + " | ".join([
@@ -211,7 +222,7 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
               "score it against every test video; *ms / video*: CPU milliseconds to encode one test video from its "
               "stored features (from decoded frames for pixel models); feature extraction is not counted.",
               f"- *val Δ last fifth*: the least-squares change of validation t2v R@1 over the last fifth of the "
-              f"epochs, mean over seeds; *(not flat)* marks |Δ| ≥ {FLAT_POINTS:g} point.",
+              f"epochs trained (fewer than the budget where early stopping ended the run), mean over seeds (each seed's in brackets); *(not flat)* marks |mean Δ| ≥ {FLAT_POINTS:g} point.",
               "- *params*: all parameters of the method, frozen text models included; trainable ones in brackets.",
               ""]
     return lines
