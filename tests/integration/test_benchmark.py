@@ -89,6 +89,11 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     stamp = (results / "dual" / "seed_0.json").stat().st_mtime_ns
     again = run_benchmark(bench, out, tmp_path / "data", rows=["dual"], epochs=2, results=results)
     assert again["finished"] == ["dual/seed_0"] and (results / "dual" / "seed_0.json").stat().st_mtime_ns == stamp
+    # a larger budget is not the finished run; dual's cosine schedule cannot be continued to it
+    from videotext.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"dual/seed_0: .*finished with 2 epochs, the row now asks for 3.*'cosine'"):
+        run_benchmark(bench, out, tmp_path / "data", rows=["dual"], epochs=3, results=results)
 
 
 def test_packaged_benchmark_uses_the_demo_extraction_settings_and_demo_data_folder():

@@ -122,6 +122,40 @@ def test_early_stop_after_patience_validations_without_improvement(tiny_synth, t
     assert [v["selected"] for v in vals] == [True, False]  # stopped after the first stale validation
 
 
+def test_a_larger_budget_continues_a_run_as_if_planned_where_the_schedule_allows(tiny_synth, tmp_path):
+    # plateau (COOT's reduce-on-plateau) does not depend on the budget: 2 epochs, then continued
+    # to 4, equals 4 epochs from the start
+    plateau = ["schedule.decay=plateau", "schedule.plateau_patience=0"]
+    full = Trainer(make_config(tiny_synth, *plateau, "train.epochs=4"), tmp_path / "full", progress=False).fit()
+    Trainer(make_config(tiny_synth, *plateau, "train.epochs=2"), tmp_path / "grown", progress=False).fit()
+    grown = Trainer(make_config(tiny_synth, *plateau, "train.epochs=4"), tmp_path / "grown", resume=True,
+                    progress=False).fit()
+    a, b = weights(tmp_path / "full"), weights(tmp_path / "grown")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-6
+    assert grown["t2v"]["R1"] == pytest.approx(full["t2v"]["R1"], abs=1e-6)
+    assert [e["epoch"] for e in read_metrics_log(tmp_path / "grown") if e["kind"] == "val"] == [1, 2, 3, 4]
+
+    # cosine decays to its floor at the end of the budget: continuing it would not be the longer run
+    from videotext.errors import VideoTextError
+
+    cosine = ["schedule.decay=cosine", "schedule.warmup_steps=1"]
+    Trainer(make_config(tiny_synth, *cosine, "train.epochs=2"), tmp_path / "cosine", progress=False).fit()
+    with pytest.raises(VideoTextError, match=r"budget of 6 optimizer steps under schedule.decay='cosine'.*now gives 9"):
+        Trainer(make_config(tiny_synth, *cosine, "train.epochs=3"), tmp_path / "cosine", resume=True,
+                progress=False).fit()
+
+
+def test_an_early_stopped_run_stays_stopped_under_a_larger_budget(tiny_synth, tmp_path):
+    stop = ["train.early_stop_patience=1", "optim.lr=1e-12"]
+    Trainer(make_config(tiny_synth, *stop, "train.epochs=8"), tmp_path / "run", progress=False).fit()
+    before = weights(tmp_path / "run")
+    Trainer(make_config(tiny_synth, *stop, "train.epochs=20"), tmp_path / "run", resume=True, progress=False).fit()
+    after = weights(tmp_path / "run")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    vals = [e for e in read_metrics_log(tmp_path / "run") if e["kind"] == "val"]
+    assert [v["epoch"] for v in vals] == [1, 2]  # no validation beyond the early stop
+
+
 def test_model_paths_in_configs_resolve_against_the_config_file(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("model:\n  image_manifest: imgs/m.json\n  vit_checkpoint: /abs/vit.pth\n  name: x\n")

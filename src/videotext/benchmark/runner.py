@@ -6,7 +6,8 @@ it); ``RESULTS/<row>/seed_<n>.json`` is the run's record, written last (atomical
 metrics, those of its extra evaluations, its validation curve, parameters, training
 CPU-seconds and inference time. RESULTS defaults to OUT; kept apart, the records (a few KB
 each) can be committed and the page regenerated without the checkpoints. A run with a record
-is finished and reused; one with a checkpoint resumes from it; a run another live process is
+of its row's epoch budget is finished and reused; one with a checkpoint resumes from it (to a
+larger budget too, where the lr schedule does not depend on the budget); a run another live process is
 working on (the lock names its pid) is left to it, so two processes can share the list.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from videotext.eval.evaluate import Encoded, metric_directions, score
 from videotext.eval.protocols import evaluate_split
 from videotext.eval.retrieval import dataset_caption_relevance
 from videotext.io import process_alive, write_json
+from videotext.train.schedules import depends_on_budget
 from videotext.train.trainer import Trainer, read_metrics_log
 
 log = logging.getLogger(__name__)
@@ -192,18 +194,35 @@ def _test_metrics(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metric_directions(result).items()}
 
 
+def finished_record(record_file: Path, budget: int) -> dict[str, Any] | None:
+    """The run's record if it finished with `budget` epochs. A record of another budget is not
+    finished: the run continues from its last checkpoint to the new budget (early-stopped runs
+    stay stopped) where its schedule allows it (`depends_on_budget`)."""
+    if not record_file.exists():
+        return None
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    return record if record.get("epochs") == budget else None
+
+
 # --- one run, then all -----------------------------------------------------------------------------
 def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: Path, progress: bool = False,
             epochs: int | None = None, results: Path | None = None) -> dict[str, Any]:
     """Train, test and cost one (row, seed); returns its record (read back if already finished)."""
     folder = run_dir(out, row, seed)
-    record_file = record_path(out if results is None else results, row, seed)
-    if record_file.exists():
-        return json.loads(record_file.read_text(encoding="utf-8"))
-    data = bench.row_data(row)
-    experts = list(load_config(row.config, list(row.set)).data.experts)
-    manifest, features = prepare_data(data, experts, data_root, progress)
     budget = epochs or row.epochs
+    record_file = record_path(out if results is None else results, row, seed)
+    finished = finished_record(record_file, budget)
+    if finished is not None:
+        return finished
+    row_config = load_config(row.config, list(row.set))
+    if record_file.exists() and (folder / "checkpoints" / "last").exists() and depends_on_budget(row_config.schedule):
+        raise ConfigError(
+            f"{record_file}: finished with {json.loads(record_file.read_text(encoding='utf-8'))['epochs']} epochs, "
+            f"the row now asks for {budget}, and its schedule.decay={row_config.schedule.decay!r} depends on the "
+            f"budget: delete {folder} and the record to train it anew")
+    data = bench.row_data(row)
+    experts = list(row_config.data.experts)
+    manifest, features = prepare_data(data, experts, data_root, progress)
     overrides = [*row.set, *bench.set, f"data.manifest={manifest.resolve()}", f"train.seed={seed}", f"train.epochs={budget}",
                  f"train.threads={bench.threads}", f"out_dir={folder}"]
     if experts:
@@ -257,7 +276,7 @@ def run_benchmark(bench: BenchmarkDef, out: Path, data_root: Path, rows: list[st
         for row, seed in pending:
             folder = run_dir(out, row, seed)
             name = f"{row.name}/seed_{seed}"
-            if record_path(results, row, seed).exists():
+            if finished_record(record_path(results, row, seed), epochs or row.epochs) is not None:
                 done.append(name)
                 continue
             with claim(folder / LOCK) as mine:

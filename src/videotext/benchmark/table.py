@@ -86,6 +86,7 @@ def line_stats(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]
         "epochs": sorted({r["epochs"] for r in runs.values()}),
         "change": aggregate_seeds([{"c": c} for c in changes.values()])["c"] if changes else None,
         "change_per_seed": changes,
+        "stopped_at": {seed: trained_epochs(r) for seed, r in sorted(runs.items()) if trained_epochs(r) < r["epochs"]},
         "parameters": next(iter(runs.values()))["parameters"],
         "trainable": next(iter(runs.values()))["trainable_parameters"],
         "train_cpu_s": aggregate_seeds([{"s": r["train_cpu_s"]} for r in runs.values()])["s"],
@@ -100,6 +101,13 @@ def _millions(count: int) -> str:
 def _metric_cell(stats: dict[str, Any], direction: str, metric: str) -> str:
     value = stats["metrics"].get(direction, {}).get(metric)
     return cell(value, 1 if metric != "MdR" else 1)
+
+
+def _epochs_cell(stats: dict[str, Any]) -> str:
+    """The budget, and the epoch each early-stopped seed ended at (`train.early_stop_patience`)."""
+    budget = "/".join(map(str, stats["epochs"]))
+    stopped = stats["stopped_at"]
+    return budget + (f" (stopped early: {', '.join(f'seed {s} at {e:g}' for s, e in stopped.items())})" if stopped else "")
 
 
 def _nested(metrics: dict[str, Any], dotted: str) -> Any:
@@ -147,7 +155,7 @@ def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any
         extras = [cell(aggregate_seeds([{"v": _nested(m, key)} for m in stats["per_seed"].values()
                                         if _nested(m, key) is not None]).get("v")) for key in table.extra_metrics]
         lines.append("| " + " | ".join([
-            label, f"{stats['n']} of {len(bench.seeds)}", "/".join(map(str, stats["epochs"])), change_cell,
+            label, f"{stats['n']} of {len(bench.seeds)}", _epochs_cell(stats), change_cell,
             *[_metric_cell(stats, d, m) for d, m in METRICS], paired, *extras,
             f"{_millions(stats['parameters'])} ({_millions(stats['trainable'])})",
             cell(stats["train_cpu_s"], 0), cell(stats["inference"]["query_cpu_ms"], 2),
@@ -221,6 +229,8 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
               "- *ms / query*: CPU milliseconds to encode one test caption (frozen text models' caches emptied) and "
               "score it against every test video; *ms / video*: CPU milliseconds to encode one test video from its "
               "stored features (from decoded frames for pixel models); feature extraction is not counted.",
+              "- *epochs*: the budget; where early stopping (`train.early_stop_patience`) ended a seed sooner, "
+              "the epoch it stopped at is in brackets.",
               f"- *val Δ last fifth*: the least-squares change of validation t2v R@1 over the last fifth of the "
               f"epochs trained (fewer than the budget where early stopping ended the run), mean over seeds (each seed's in brackets); *(not flat)* marks |mean Δ| ≥ {FLAT_POINTS:g} point.",
               "- *params*: all parameters of the method, frozen text models included; trainable ones in brackets.",

@@ -260,6 +260,13 @@ class LRSchedule:
         self._apply()
 
 
+def depends_on_budget(config: ScheduleConfig) -> bool:
+    """Whether the lr curve depends on the total number of steps (linear and cosine decay reach
+    their floor at the end of the budget; warm-up, step, exponential and plateau do not): a run of
+    such a schedule cannot be continued to a larger `train.epochs` as if it had been planned so."""
+    return config.decay in ("linear", "cosine")
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, config: ScheduleConfig, total_steps: int = 0) -> LRSchedule:
     """Make the schedule of ``config`` over ``total_steps`` optimizer steps (needed by
     linear and cosine; ignored by the others)."""

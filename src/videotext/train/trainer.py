@@ -44,7 +44,7 @@ from videotext.train.checkpoint import (
     load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
 )
 from videotext.train.init_from import apply_init
-from videotext.train.schedules import build_optimizer, build_scheduler, param_groups
+from videotext.train.schedules import build_optimizer, build_scheduler, depends_on_budget, param_groups
 
 
 class TrainingDiverged(VideoTextError, RuntimeError):
@@ -154,6 +154,9 @@ class Trainer:
         elif (ckpt / "last").exists() and not self.resume:
             raise VideoTextError(f"{self.run_dir}: already has checkpoints; pass --resume to continue it "
                                  f"or choose another out_dir")
+        # the budget this run's lr schedule is planned for; a larger train.epochs continues the run
+        # as if planned so only where the schedule does not depend on it (`depends_on_budget`)
+        self.state["total_steps"] = self.total_steps
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             save_config(cfg, self.run_dir / "config.yaml")
@@ -175,6 +178,8 @@ class Trainer:
         cfg = self.config
         accumulate = cfg.train.accumulate
         self.method.train()
+        if self._patience_exhausted():  # early-stopped before this resume: a larger budget trains no further
+            return True
         for epoch in range(self.state["epoch"], cfg.train.epochs):
             start = self.state["batch"]
             batches_in_epoch = epoch_length(self.batches, epoch)
@@ -274,10 +279,10 @@ class Trainer:
             if self.rank == 0:
                 save_checkpoint(ckpt / "best", self.method, self._meta(val=metrics, epoch=epoch))
 
-    def _patience_exhausted(self) -> bool:
+    def _patience_exhausted(self, state: dict[str, Any] | None = None) -> bool:
         """Early stop: `train.early_stop_patience` validations in a row without a new best."""
         patience = self.config.train.early_stop_patience
-        return patience > 0 and self.state.get("stale", 0) >= patience
+        return patience > 0 and (self.state if state is None else state).get("stale", 0) >= patience
 
     def _meta(self, **extra: Any) -> dict[str, Any]:
         return {"method": self.config.method, "model": to_plain(self.config.model),
@@ -296,6 +301,14 @@ class Trainer:
     def _restore(self, folder: Path) -> None:
         load_weights(folder, self.method)
         state = load_state(folder)
+        planned = state["trainer"].get("total_steps")
+        stopped = self._patience_exhausted(state["trainer"])  # trains no further whatever the budget
+        if planned not in (None, self.total_steps) and depends_on_budget(self.config.schedule) and not stopped:
+            raise VideoTextError(
+                f"{self.run_dir}: trained for a budget of {planned} optimizer steps under "
+                f"schedule.decay={self.config.schedule.decay!r}, whose learning rate depends on the budget; "
+                f"train.epochs={self.config.train.epochs} now gives {self.total_steps}. Resume it with its own "
+                f"train.epochs, or start a new run in another out_dir")
         self.state = dict(state["trainer"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
