@@ -119,6 +119,8 @@ def test_validation_change_over_the_last_fifth():
     assert abs(last_fifth_change(flat, 30)) < 0.5
     assert last_fifth_change(rising, 30) == pytest.approx(12.0)  # 2 points per epoch over 6 epochs
     assert last_fifth_change([[30, 1.0]], 30) is None
+    # 5 epochs validated once each: only epoch 5 lies past 80 %, so the line runs through epochs 4-5
+    assert last_fifth_change([[1, 1.0], [2, 3.7], [3, 3.9], [4, 3.0], [5, 3.4]], 5) == pytest.approx(0.4)
     # early stopping at epoch 20 of a 40-epoch budget: the last fifth is epochs 17-20, not 33-40
     stopped = {"epochs": 40, "val_curve": [[e, 2.0 * e] for e in range(1, 21)]}
     assert trained_epochs(stopped) == 20.0

@@ -43,11 +43,14 @@ def load_records(bench: BenchmarkDef, results: Path) -> dict[str, dict[int, dict
 
 def last_fifth_change(curve: list[list[float]], epochs: float) -> float | None:
     """Fitted change of validation t2v R@1 over the last fifth of the epochs (least squares
-    line through the validations after 80 % of training, times a fifth of the budget);
-    None with fewer than two such validations."""
+    line through the validations after 80 % of training, times a fifth of the budget). A short
+    run with fewer than two validations there (5 epochs, one validation each) is fitted through
+    its last two validations; None with fewer than two validations in all."""
     points = np.array([p for p in curve if p[0] > 0.8 * epochs + 1e-9], dtype=np.float64)
     if len(points) < 2:
-        return None
+        points = np.array(curve[-2:], dtype=np.float64)
+        if len(points) < 2:
+            return None
     slope = np.polyfit(points[:, 0], points[:, 1], 1)[0]
     return float(slope * epochs / 5)
 
@@ -232,7 +235,8 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
               "- *epochs*: the budget; where early stopping (`train.early_stop_patience`) ended a seed sooner, "
               "the epoch it stopped at is in brackets.",
               f"- *val Δ last fifth*: the least-squares change of validation t2v R@1 over the last fifth of the "
-              f"epochs trained (fewer than the budget where early stopping ended the run), mean over seeds (each seed's in brackets); *(not flat)* marks |mean Δ| ≥ {FLAT_POINTS:g} point.",
+              f"epochs trained (fewer than the budget where early stopping ended the run; through the last two validations where "
+              f"fewer than two lie in it), mean over seeds (each seed's in brackets); *(not flat)* marks |mean Δ| ≥ {FLAT_POINTS:g} point.",
               "- *params*: all parameters of the method, frozen text models included; trainable ones in brackets.",
               ""]
     return lines
