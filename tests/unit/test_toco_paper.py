@@ -134,4 +134,30 @@ def test_a_frozen_text_model_is_run_once_per_caption_with_the_same_states():
     assert calls == [] and torch.equal(again["tokens"][0], cached["tokens"][3])
     model.eval()  # inference runs the model: queries are not cached
     model.encode_text(model.prepare_text(["a new query"]))
-    assert "a new query" not in model._text_cache
+    assert len(model._text_cache) == len(TEXTS)
+    assert all(text != "a new query" for text, _ in model._text_cache)
+
+
+def test_a_fit_caches_its_validation_captions_and_can_train_on_them():
+    torch.manual_seed(0)
+    model = build_method("toco", {**PAPER, "hidden_dim": 32, "num_heads": 4, "ff_dim": 64, "freeze_text": True},
+                         expert_dims={"a": 6}).eval()
+    model.fit_tfidf(TEXTS)
+    model._fitting = True  # what train_batches sets on the model being trained
+    batch = model.prepare_text(TEXTS)
+    with torch.inference_mode():  # validation encodes under inference mode
+        first = model.encode_text(batch)
+        direct_tokens, direct_types = model._text_states(batch["input_ids"], batch["attention_mask"].bool())
+    mask = batch["attention_mask"].bool()
+    assert sorted(text for text, _ in model._text_cache) == sorted(TEXTS)
+    assert all(precision is None for _, precision in model._text_cache)  # fp32, no autocast
+    assert torch.equal(first["tokens"][mask], direct_tokens[mask])
+    assert torch.equal(first["types"][mask], direct_types[mask])
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.inference_mode():
+        model.encode_text(batch)  # bf16 states are their own entries, never served to fp32
+    assert sorted(p is None for _, p in model._text_cache) == [False] * len(TEXTS) + [True] * len(TEXTS)
+    model.train()  # a caption first met at validation recurs in a training batch: gradients still flow
+    again = model.encode_text(batch)
+    again["pooled"].sum().backward()
+    assert model.cheap_text.weight.grad.abs().sum() > 0
+    assert torch.equal(again["tokens"][mask], direct_tokens[mask])

@@ -109,6 +109,7 @@ class ToCo(Method):
         if config.cheap_input not in ("shared", "raw"):
             raise ConfigError(f"model.cheap_input: expected shared or raw, got {config.cheap_input!r}")
         self.experts = list(expert_dims)
+        self._fitting = False  # set by train_batches: caption states are cached in eval mode too
         text = HFTextEncoder(config.text_model, "mean", config.freeze_text, config.max_text_tokens)
         self._tokenizer = text.tokenizer  # not a module: only the layers we use are registered
         # §4.2: the raw token embeddings y are the outputs of BERT's embedding layer; the earlier
@@ -197,8 +198,8 @@ class ToCo(Method):
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         if self.config.text_features == "embeddings":
             tokens = types = self.text_model(input_ids=ids)  # [N, L, d_y]
-        elif self.config.freeze_text and self.training and "texts" in batch:
-            tokens, types = self._cached_text_states(batch)  # training captions recur every epoch
+        elif self.config.freeze_text and (self.training or self._fitting) and "texts" in batch:
+            tokens, types = self._cached_text_states(batch)  # a fit's captions recur every epoch
         else:
             tokens, types = self._text_states(ids, mask)
         interest = batch["interest"] & mask
@@ -219,22 +220,28 @@ class ToCo(Method):
         return tokens, (out.hidden_states[0] if self.config.text_features == "contextual" else tokens)
 
     def _cached_text_states(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """A frozen text model gives the same states for the same caption: run it once per training caption
-        (not at inference, where every new query would grow the cache)."""
+        """A frozen text model gives the same states for the same caption: run it once per caption of a
+        fit, training and validation alike (not for a loaded model, where every new query would grow
+        the cache). States are kept per autocast dtype, so a bf16 training step never feeds fp32
+        validation."""
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         cache = self.__dict__.setdefault("_text_cache", {})  # not a buffer: never saved
-        missing = [i for i, t in enumerate(batch["texts"]) if t not in cache]
+        device = ids.device.type
+        precision = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        keys = [(t, precision) for t in batch["texts"]]
+        missing = [i for i, key in enumerate(keys) if key not in cache]
         if missing:
             with torch.no_grad():
                 tokens, types = self._text_states(ids[missing], mask[missing])
-            for row, i in enumerate(missing):
-                real = mask[i]
-                cache[batch["texts"][i]] = (tokens[row, real].cpu(), types[row, real].cpu())
+            with torch.inference_mode(False):  # clones are normal tensors: a caption met at validation
+                for row, i in enumerate(missing):  # may recur in a training batch
+                    real = mask[i]
+                    cache[keys[i]] = (tokens[row, real].cpu().clone(), types[row, real].cpu().clone())
         width = self.text_model.config.hidden_size
         tokens = ids.new_zeros(*ids.shape, width, dtype=torch.float32)  # [N, L, d_y]
         types = torch.zeros_like(tokens)
-        for i, text in enumerate(batch["texts"]):
-            cached_tokens, cached_types = cache[text]
+        for i, key in enumerate(keys):
+            cached_tokens, cached_types = cache[key]
             tokens[i, mask[i]] = cached_tokens.to(tokens.device)
             types[i, mask[i]] = cached_types.to(tokens.device)
         return tokens, types
@@ -331,8 +338,12 @@ class ToCo(Method):
 
     # --- training -----------------------------------------------------------------------
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
-        """Fit TF-IDF on the training captions (§3.3), then the shared caption-video batches."""
+        """Fit TF-IDF on the training captions (§3.3), then the shared caption-video batches.
+
+        From here on this instance is being fitted: its validation captions recur at every
+        validation, so a frozen text model's states are cached for them too."""
         self.fit_tfidf(c for video in dataset for c in video.captions)
+        self._fitting = True
         return super().train_batches(dataset, read_features, batch_size, seed)
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
