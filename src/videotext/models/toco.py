@@ -213,11 +213,13 @@ class ToCo(Method):
                 "pooled": F.normalize(self.cheap_text(pooled), dim=-1)}
 
     def _text_states(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(contextual outputs, y^k) [N, L, d_y] each from the whole text model."""
+        """(contextual outputs, y^k) [N, L, d_y] each from the whole text model, zero at padding (masked
+        everywhere downstream), so they equal the cached states to the bit."""
         out = self.text_model(input_ids=ids, attention_mask=mask.long(), output_hidden_states=True)
-        tokens = out.last_hidden_state  # [N, L, d_y] contextual
+        real = _expand(mask, out.last_hidden_state)  # [N, L, 1]
+        tokens = out.last_hidden_state * real  # [N, L, d_y] contextual
         # hidden_states[0] is the embedding layer's output: the context-independent y^k (§4.2)
-        return tokens, (out.hidden_states[0] if self.config.text_features == "contextual" else tokens)
+        return tokens, (out.hidden_states[0] * real if self.config.text_features == "contextual" else tokens)
 
     def _cached_text_states(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """A frozen text model gives the same states for the same caption: run it once per caption of a
