@@ -77,32 +77,51 @@ def missing_configs(markdown: str) -> list[str]:
     return out
 
 
+def known_path(root: type, key: str) -> bool:
+    """Whether `a.b.c` names a field path through the dataclass `root` (lists of dataclasses are leaves)."""
+    import dataclasses
+    import typing
+
+    node = root
+    for part in key.split("."):
+        fields = {f.name: f for f in dataclasses.fields(node)} if dataclasses.is_dataclass(node) else {}
+        if part not in fields:
+            return False
+        f = fields[part]
+        if callable(f.default_factory):
+            node = f.default_factory()
+        elif f.default is not dataclasses.MISSING:
+            node = f.default
+        else:  # a required field: its annotated type
+            node = typing.get_type_hints(node)[part]
+        node = type(node) if dataclasses.is_dataclass(node) and not isinstance(node, type) else node
+    return True
+
+
 def unknown_set_keys(markdown: str) -> list[str]:
-    """`--set a.b=...` keys that no config has: run-config paths (data.narration.concat)
-    are followed through the dataclasses; `model.X` must be a field of some method's Config."""
+    """`--set a.b=...` keys that no config has. On a `videotext benchmark` command they are
+    benchmark-definition paths (threads, data.videos); elsewhere run-config paths
+    (data.narration.concat) are followed through the dataclasses, and `model.X` must be a
+    field of some method's Config."""
     import dataclasses
 
+    from videotext.benchmark.definition import BenchmarkDef
     from videotext.config import RunConfig
     from videotext.models.base import METHODS, method_class
 
     method_class("dual")  # registers the built-in methods
     model_keys = {f.name for cls in METHODS.values() for f in dataclasses.fields(cls.Config)}
     out = []
-    for key in SET.findall(code_text(markdown)):
-        head, _, rest = key.partition(".")
-        if head == "model":
-            ok = rest in model_keys
-        else:
-            node, ok = RunConfig, True
-            for part in key.split("."):
-                fields = {f.name: f for f in dataclasses.fields(node)} if dataclasses.is_dataclass(node) else {}
-                if part not in fields:
-                    ok = False
-                    break
-                node = fields[part].default_factory() if callable(fields[part].default_factory) else fields[part].default
-                node = type(node) if dataclasses.is_dataclass(node) else node
-        if not ok:
-            out.append(key)
+    for line in code_text(markdown).replace("\\\n", " ").splitlines():
+        benchmark = re.search(r"videotext[ \t]+benchmark\b", line) is not None
+        for key in SET.findall(line):
+            head, _, rest = key.partition(".")
+            if benchmark:
+                ok = known_path(BenchmarkDef, key)
+            else:
+                ok = rest in model_keys if head == "model" else known_path(RunConfig, key)
+            if not ok:
+                out.append(key)
     return out
 
 
@@ -157,6 +176,9 @@ def test_checkers_catch_rot(tree: dict[str, set[str] | None], tmp_path: Path) ->
     sets = ("`--set data.narration.window_words=100 --set train.freeze=[x] --set model.captioning=none`"
             " `--set data.narration.windows=1 --set model.captionning=x --set train.epochs.x=1 --set foo=1`")
     assert unknown_set_keys(sets) == ["data.narration.windows", "model.captionning", "train.epochs.x", "foo"]
+    bench = ("```bash\nvideotext benchmark run synthetic --set threads=2 --set data.videos=64 \\\n"
+             "  --set train.epochs=3 --set thread=2\nvideotext train toco/synthetic --set threads=2\n```\n")
+    assert unknown_set_keys(bench) == ["train.epochs", "thread", "threads"]
     assert missing_configs("see configs/dual/synthetic.yaml. `toco/synthetic`, `dual/synthetic.yaml`.") == []
     assert missing_configs("`videotext train dual/synthetics`, `runs/dual/x`, `text/plain`") == ["dual/synthetics"]
     (tmp_path / "there.md").write_text("x")
