@@ -28,6 +28,7 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     from videotext.benchmark.table import write_page
 
     bench = _tiny_benchmark(tiny_synth, tmp_path / "data")
+    bench.row("toco").threads = 2  # a row's own torch threads (rows.<name>.threads) over the benchmark's 1
     out, results, page = tmp_path / "runs", tmp_path / "results", tmp_path / "docs" / "benchmark.md"
     result = run_benchmark(bench, out, tmp_path / "data", rows=["dual", "toco"], epochs=2, results=results)
     assert result == {"finished": ["dual/seed_0", "toco/seed_0"], "failed": []}
@@ -55,6 +56,12 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     dual_curve = json.loads((results / "dual" / "seed_0.json").read_text())["val_curve"]
     assert [e for e, _ in dual_curve] == [1.0, 2.0] and dual_curve[-1][1] >= 0
     assert float(re.match(r"[\d.]+", toco[-1]).group()) > 0  # ms per video
+    import yaml
+
+    assert (record["threads"], json.loads((results / "dual" / "seed_0.json").read_text())["threads"]) == (2, 1)
+    assert yaml.safe_load((out / "toco" / "seed_0" / "config.yaml").read_text())["train"]["threads"] == 2
+    assert toco[-3] == f"{record['train_cpu_s']:.0f} (2 threads)" and re.fullmatch(r"\d+", dual[-3])
+    assert "except `toco` (2; its CPU-seconds and CPU-milliseconds count every thread)" in text
     from videotext.benchmark.analysis import run_event_confusions
 
     confusions = run_event_confusions(out / "dual" / "seed_0")  # the selected checkpoint, on test

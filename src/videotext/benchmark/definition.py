@@ -53,6 +53,7 @@ class RowDef:
     evals: list[EvalDef] = field(default_factory=list)
     tables: list[str] = field(default_factory=lambda: ["main"])
     phase: int = 1  # runs go phase by phase, seed by seed inside a phase
+    threads: int | None = None  # torch threads for this row's runs where not the benchmark's `threads`
 
 
 @dataclass
@@ -82,6 +83,10 @@ class BenchmarkDef:
             if row.name == name:
                 return row
         raise ConfigError(f"benchmark {self.name!r}: no row {name!r} (have {[r.name for r in self.rows]})")
+
+    def row_threads(self, row: RowDef) -> int:
+        """Torch threads of the row's runs: its own, else the benchmark's."""
+        return self.threads if row.threads is None else row.threads
 
     def row_data(self, row: RowDef) -> DataDef:
         merged = {**vars(self.data), **row.data}
@@ -125,6 +130,8 @@ def load_benchmark(name_or_path: str | Path, overrides: list[str] | None = None)
         unknown = sorted(set(row.tables) - table_ids)
         if unknown:
             raise ConfigError(f"{path}: rows.{row.name}.tables names unknown table(s) {unknown} (have {sorted(table_ids)})")
+        if bench.row_threads(row) < 1:
+            raise ConfigError(f"{path}: rows.{row.name}.threads must be ≥ 1, got {bench.row_threads(row)}")
         if row.epochs < 1:
             raise ConfigError(f"{path}: rows.{row.name}.epochs must be ≥ 1, got {row.epochs}")
         for ev in row.evals:

@@ -224,7 +224,7 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
     experts = list(row_config.data.experts)
     manifest, features = prepare_data(data, experts, data_root, progress)
     overrides = [*row.set, *bench.set, f"data.manifest={manifest.resolve()}", f"train.seed={seed}", f"train.epochs={budget}",
-                 f"train.threads={bench.threads}", f"out_dir={folder}"]
+                 f"train.threads={bench.row_threads(row)}", f"out_dir={folder}"]
     if experts:
         overrides.append(f"data.features={features.resolve()}")
     config = load_config(row.config, overrides)
@@ -244,7 +244,7 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
     params = list(method.parameters())
     record = {
         "benchmark": bench.name, "row": row.name, "seed": seed, "config": row.config, "set": list(row.set),
-        "epochs": budget, "epochs_defined": row.epochs, "threads": bench.threads,
+        "epochs": budget, "epochs_defined": row.epochs, "threads": bench.row_threads(row),
         "select_metric": config.train.select_metric, "best_step": test.get("best_step"),
         "data": {"folder": data.folder_name(), "shared_events": data.shared_events,
                  **data_summary(trainer.data.dataset, config.data.train_split, bench.batch_sharing_sizes)},

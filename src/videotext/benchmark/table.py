@@ -93,6 +93,7 @@ def line_stats(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]
         "parameters": next(iter(runs.values()))["parameters"],
         "trainable": next(iter(runs.values()))["trainable_parameters"],
         "train_cpu_s": aggregate_seeds([{"s": r["train_cpu_s"]} for r in runs.values()])["s"],
+        "threads": sorted({r.get("threads", bench.threads) for r in runs.values()}),
         "inference": inference,
     }
 
@@ -111,6 +112,13 @@ def _epochs_cell(stats: dict[str, Any]) -> str:
     budget = "/".join(map(str, stats["epochs"]))
     stopped = stats["stopped_at"]
     return budget + (f" (stopped early: {', '.join(f'seed {s} at {e:g}' for s, e in stopped.items())})" if stopped else "")
+
+
+def _cpu_cell(bench: BenchmarkDef, stats: dict[str, Any]) -> str:
+    """Training CPU-seconds, with the torch threads where the runs did not use the benchmark's."""
+    threads = stats["threads"]
+    return cell(stats["train_cpu_s"], 0) + ("" if threads == [bench.threads] else
+                                            f" ({'/'.join(map(str, threads))} threads)")
 
 
 def _nested(metrics: dict[str, Any], dotted: str) -> Any:
@@ -161,7 +169,7 @@ def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any
             label, f"{stats['n']} of {len(bench.seeds)}", _epochs_cell(stats), change_cell,
             *[_metric_cell(stats, d, m) for d, m in METRICS], paired, *extras,
             f"{_millions(stats['parameters'])} ({_millions(stats['trainable'])})",
-            cell(stats["train_cpu_s"], 0), cell(stats["inference"]["query_cpu_ms"], 2),
+            _cpu_cell(bench, stats), cell(stats["inference"]["query_cpu_ms"], 2),
             cell(stats["inference"]["video_cpu_ms"], 2)]) + " |")
     return lines + [""]
 
@@ -216,6 +224,7 @@ def run_status(bench: BenchmarkDef, out: Path, results: Path) -> list[str]:
 def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
     any_record = next((r for runs in records.values() for r in runs.values()), None)
     data = bench.data
+    own_threads = [r for r in bench.rows if bench.row_threads(r) != bench.threads]
     lines = ["## Set-up (the same for every row)", "",
              f"- Data: the synthetic set of `videotext synth` ({data.videos} videos, seed {data.seed}, splits "
              f"{' / '.join(f'{f:g}' for f in data.splits)} train / val / test), the one `videotext demo` trains on."]
@@ -227,7 +236,10 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
               f"- Seeds {', '.join(map(str, bench.seeds))}; each run's checkpoint is selected on the validation split by "
               "its config's `train.select_metric`; the test split is evaluated once, with every caption a query "
               "(t2v) and every video a query (v2t, any of its captions relevant).",
-              f"- One torch thread per run (`train.threads={bench.threads}`). *train CPU-s*: the trainer's own clock "
+              f"- {bench.threads} torch thread{'s' if bench.threads != 1 else ''} per run (`train.threads={bench.threads}`)"
+              + (", except " + ", ".join(f"`{r.name}` ({bench.row_threads(r)}; its CPU-seconds and CPU-milliseconds count every thread)"
+                                         for r in own_threads) if own_threads else "")
+              + ". *train CPU-s*: the trainer's own clock "
               "(`train_cpu_s`: data loading, forward, backward, step; validation excluded).",
               "- *ms / query*: CPU milliseconds to encode one test caption (frozen text models' caches emptied) and "
               "score it against every test video; *ms / video*: CPU milliseconds to encode one test video from its "
@@ -279,7 +291,8 @@ def write_page(bench: BenchmarkDef, out: Path, page: Path, command: str, results
     lines += ["## Runs not finished", ""] + (status or ["None: every planned run finished."]) + [""]
     lines += ["## Definition", "", "```yaml", yaml.safe_dump({"rows": [
         {"name": r.name, "config": r.config, "epochs": r.epochs, **({"set": r.set} if r.set else {}),
-         **({"data": r.data} if r.data else {})} for r in bench.rows]}, sort_keys=False, allow_unicode=True).rstrip(),
+         **({"data": r.data} if r.data else {}), **({"threads": r.threads} if r.threads is not None else {})}
+        for r in bench.rows]}, sort_keys=False, allow_unicode=True).rstrip(),
         "```", ""]
     page.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(page, "w", encoding="utf-8") as handle:
