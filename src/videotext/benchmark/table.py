@@ -225,7 +225,7 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
     any_record = next((r for runs in records.values() for r in runs.values()), None)
     data = bench.data
     own_threads = [r for r in bench.rows if bench.row_threads(r) != bench.threads]
-    lines = ["## Set-up (the same for every row)", "",
+    lines = ["## Set-up (the same for every row unless stated)", "",
              f"- Data: the synthetic set of `videotext synth` ({data.videos} videos, seed {data.seed}, splits "
              f"{' / '.join(f'{f:g}' for f in data.splits)} train / val / test), the one `videotext demo` trains on."]
     if any_record:
