@@ -29,9 +29,6 @@ app = typer.Typer(
 dataset_app = typer.Typer(help="Read official dataset annotations into videotext manifests.", no_args_is_help=True)
 app.add_typer(dataset_app, name="dataset")
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
 
 def _print_version(value: bool) -> None:
     if value:

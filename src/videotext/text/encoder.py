@@ -11,7 +11,6 @@ same vector for the same text, and re-running it every epoch is most of the CPU 
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -98,7 +97,6 @@ class HFTextEncoder(CachedTextEncoder):
             raise VideoTextError(f"text model {path!r}: this method uses BERT internals (token pieces, embeddings); "
                                  "CLIP text towers work with dual, frozen, mmt and clip4clip")
         self.path = path or default_text_model_path()
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         try:

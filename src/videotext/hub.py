@@ -1,0 +1,157 @@
+"""Weights by name from the Hugging Face Hub, through the library that owns them.
+
+Every model a user names (an HF text model by hub id, an open_clip tag, `timm:NAME`, a Whisper
+size, a T5 decoder) is downloaded by its own library (transformers, open_clip, timm,
+faster-whisper), all of which go through `huggingface_hub`: the standard cache
+(`HF_HOME`, `HF_HUB_CACHE`), its progress bars, a mirror by `HF_ENDPOINT`, cache only by
+`HF_HUB_OFFLINE=1`. This module never sets offline mode: that is a choice of the machine
+(the project's Makefile and tests set it; a user's machine does not).
+
+`from_hub(what, load)` runs `load()` twice at most:
+1. with the hub client held to its cache, so a weight fetched once is read again with no request;
+2. if that finds nothing cached (and the user did not ask for offline), as the library does by
+   default: download into the cache.
+A failure to reach the hub or to find the name is one `HubError` naming the weight, the cache
+folder and the remedies, never a traceback.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from typing import Callable, Iterator, TypeVar
+
+from videotext.errors import VideoTextError
+
+T = TypeVar("T")
+log = logging.getLogger("videotext.hub")
+_lock = threading.RLock()  # the offline switch below is process-wide
+
+
+class HubError(VideoTextError):
+    """A named weight could not be had: the hub is unreachable, the name is unknown, or nothing is cached."""
+
+
+def cache_folder() -> str:
+    """The hub cache the clients read and write (`HF_HUB_CACHE`, else `HF_HOME`/hub)."""
+    try:
+        from huggingface_hub import constants
+
+        return str(constants.HF_HUB_CACHE)
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+        return os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+
+
+def endpoint() -> str:
+    try:
+        from huggingface_hub import constants
+
+        return str(constants.ENDPOINT)
+    except ImportError:  # pragma: no cover
+        return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def offline_requested() -> bool:
+    """The user (or the machine: Makefile, CI) asked for cache-only loading (`HF_HUB_OFFLINE=1`)."""
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except ImportError:  # pragma: no cover
+        return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
+@contextlib.contextmanager
+def cache_only() -> Iterator[None]:
+    """Hold the hub client to its cache (what `HF_HUB_OFFLINE=1` does) inside the block."""
+    from huggingface_hub import constants
+
+    with _lock:
+        before = constants.HF_HUB_OFFLINE
+        constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            constants.HF_HUB_OFFLINE = before
+
+
+def _network_error(exc: BaseException) -> bool:
+    """Whether `exc` (or what it wraps) says the hub could not be reached or the file is not cached."""
+    names = {"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectError", "ConnectTimeout", "ReadTimeout",
+             "TimeoutException", "RemoteProtocolError", "ReadError", "ConnectionError", "HfHubHTTPError",
+             "FileMetadataError", "NetworkError"}
+    seen = 0
+    while exc is not None and seen < 8:
+        if any(cls.__name__ in names for cls in type(exc).__mro__):
+            return True
+        text = str(exc)
+        if "local_files_only" in text or "offline mode" in text.lower() or "couldn't connect" in text \
+                or "cannot find the requested files in the local cache" in text or "not cached" in text.lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _unknown_name(exc: BaseException) -> bool:
+    names = {"RepositoryNotFoundError", "RevisionNotFoundError", "RemoteEntryNotFoundError", "GatedRepoError"}
+    seen = 0
+    while exc is not None and seen < 8:
+        if any(cls.__name__ in names for cls in type(exc).__mro__):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:300] + "…") if len(text) > 300 else text
+
+
+def unreachable_message(what: str, exc: BaseException | None = None) -> str:
+    """One line: which weight, where the cache is, and the three remedies."""
+    how = "HF_HUB_OFFLINE=1 is set and it is not in the cache" if offline_requested() \
+        else f"the hub at {endpoint()} cannot be reached and it is not in the cache"
+    cause = f" ({type(exc).__name__})" if exc is not None else ""
+    return (f"{what}: {how}{cause}; cache folder {cache_folder()}. Remedies: connect to the internet, or set "
+            f"HF_ENDPOINT to a mirror; HF_HUB_OFFLINE=1 loads only what is cached; or give a local file or folder "
+            f"instead of the name")
+
+
+def from_hub(what: str, load: Callable[[], T]) -> T:
+    """`load()` from the hub cache if the weight is there (no request), else as its library downloads it.
+
+    `what` names the weight for messages ("text model 'bert-base-cased'"). Unknown names and an
+    unreachable hub become one `HubError`; errors that are not about the hub pass through.
+    """
+    try:
+        import huggingface_hub  # noqa: F401
+    except ImportError:  # pragma: no cover - every client depends on it
+        return load()
+    if not offline_requested():
+        try:
+            with cache_only():
+                return load()
+        except VideoTextError:
+            raise
+        except Exception:  # noqa: BLE001 - not cached (each library words it differently): download below
+            log.debug("%s: not in the hub cache, downloading", what)
+    try:
+        return load()
+    except VideoTextError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - sorted by what it says about the hub
+        if _unknown_name(exc):
+            raise HubError(f"{what}: not found on the hub at {endpoint()} ({_first_line(exc)}); check the name, "
+                           f"or give a local file or folder") from None
+        if _network_error(exc):
+            raise HubError(unreachable_message(what, exc)) from None
+        raise
+
+
+def is_local(name: str) -> bool:
+    """A name that is a path on this machine (a file or a folder), not a hub id."""
+    return bool(name) and os.path.exists(os.path.expanduser(str(name)))
