@@ -44,12 +44,14 @@ def _options(
                                  help="Print the version and exit."),
 ) -> None:
     """Learn joint video-text embeddings and search videos with text."""
-    precision_log = logging.getLogger("videotext.precision")  # each network's bf16/fp32 decision, once
-    if not precision_log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        precision_log.addHandler(handler)
-        precision_log.setLevel(logging.INFO)
+    # each network's bf16/fp32 decision, and which weights stand in for a paper's (bundled:minilm): once each
+    for name in ("videotext.precision", "videotext.weights"):
+        log = logging.getLogger(name)
+        if not log.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            log.addHandler(handler)
+            log.setLevel(logging.INFO)
 
 
 def user_errors(command: Callable) -> Callable:

@@ -35,7 +35,7 @@ from videotext.data.hierarchy import (
 from videotext.losses.coot import alignment_loss, cluster_loss, cycle_consistency_loss
 from videotext.models.base import Method, register
 from videotext.models.layers.pooling import POOLING, masked_pool
-from videotext.text.encoder import default_text_model_path
+from videotext.text.encoder import text_config
 
 MASK_VALUE = -32752.0  # official INF: a finite fill keeps all-padding rows finite (uniform)
 
@@ -286,9 +286,7 @@ class Coot(Method):
 
     @staticmethod
     def _text_dim(config: CootConfig) -> int:
-        from transformers import AutoConfig
-
-        hf = AutoConfig.from_pretrained(config.text_model or default_text_model_path())
+        hf = text_config(config.text_model)
         return config.text_layers * int(hf.hidden_size)
 
     def count_parameters(self) -> int:

@@ -32,6 +32,8 @@ from videotext import openclip
 from videotext.config import ConfigError
 from videotext.data.frames import AlternatingBatches, FrameBatches, FrameSpec, cached_source, eval_video_batches
 from videotext.data.schema import VideoTextDataset
+from videotext.errors import VideoTextError
+from videotext.hub import from_hub
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
 from videotext.models.layers.space_time import CLS_MODES, EXPANSIONS, RESIDUALS, SpaceTimeTransformer
@@ -143,6 +145,21 @@ def load_state_file(path: str | Path) -> dict[str, torch.Tensor]:
     return data
 
 
+def known_timm_name(name: str, source: str) -> None:
+    """A `timm:NAME` whose NAME timm has pretrained weights for, else one line listing the closest names."""
+    import difflib
+
+    import timm
+
+    names = timm.list_pretrained()
+    if name in names or (name in timm.list_models() and "." not in name):
+        return
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.6) or \
+        difflib.get_close_matches(name.split(".")[0], timm.list_models(), n=5, cutoff=0.6)
+    raise ConfigError(f"model.vit_checkpoint {source!r}: timm has no pretrained weights named {name!r}; "
+                      f"closest: {', '.join(close) or 'none'} (timm.list_pretrained() lists them)")
+
+
 def vit_weights(source: str) -> dict[str, torch.Tensor]:
     """A timm-layout ViT state dict for the spatial initialisation (§3.2), from `source`:
 
@@ -160,8 +177,12 @@ def vit_weights(source: str) -> dict[str, torch.Tensor]:
         overlay = {"file": str(Path(file).resolve())} if file else None
         if file and not Path(file).is_file():
             raise ConfigError(f"model.vit_checkpoint {source!r}: {file} not found")
+        known_timm_name(name, source)
         try:
-            model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay)
+            model = from_hub(f"model.vit_checkpoint {source!r}", lambda: timm.create_model(
+                name, pretrained=True, pretrained_cfg_overlay=overlay))
+        except VideoTextError:
+            raise
         except Exception as exc:  # noqa: BLE001 - timm raises several types (unknown name, download, format)
             raise ConfigError(f"model.vit_checkpoint {source!r}: timm cannot load it ({type(exc).__name__}: {exc})") from None
         return model.state_dict()

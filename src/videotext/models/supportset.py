@@ -36,7 +36,7 @@ from videotext.models.layers.caption_decoder import CaptionDecoder, HFCaptionDec
 from videotext.models.layers.pooling_head import (
     BiGRUPreEncoder, MLPPreEncoder, TemporalCNN, TransformerPoolingHead,
 )
-from videotext.text import HFTextEncoder, default_text_model_path
+from videotext.text import HFTextEncoder, pretrained
 from videotext.distributed import gather_with_grad
 
 
@@ -101,11 +101,11 @@ class SupportSet(Method):
         self.decoder = None
         memory_dim = fused_dim if config.caption_memory == "features" else d
         if config.captioning != "none" and config.decoder == "pretrained":
-            path = config.decoder_model or default_text_model_path()
             try:
-                self.decoder = HFCaptionDecoder(path, memory_dim, config.max_caption_tokens, config.decoder_dropout)
+                self.decoder = pretrained(config.decoder_model, lambda source: HFCaptionDecoder(
+                    source, memory_dim, config.max_caption_tokens, config.decoder_dropout), what="caption decoder")
             except (OSError, ValueError) as exc:
-                raise ConfigError(f"model.decoder_model {path!r}: cannot load ({exc})") from None
+                raise ConfigError(f"model.decoder_model {config.decoder_model!r}: cannot load ({exc})") from None
         elif config.captioning != "none":
             tok = self.text_encoder.tokenizer
             # BERT: [CLS] w… [SEP]; T5 tokenizers add no begin token (w… </s>): the pad id starts

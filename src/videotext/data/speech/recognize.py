@@ -29,11 +29,13 @@ import os
 import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import numpy as np
 
 from videotext.errors import VideoTextError
+from videotext.hub import from_hub
 from videotext.io import atomic_path
 from videotext.runtime import physical_cores
 from videotext.weights import (PACKAGES, WHISPER_BASE_MODEL_SHA256, WeightPackage, WeightsError, sha256_of,
@@ -129,6 +131,19 @@ def whisper_model_path(model: str) -> str:
     return model
 
 
+def known_whisper_name(name: str) -> None:
+    """A Whisper folder, hub id (ORG/NAME) or size faster-whisper knows, else one line with the closest sizes."""
+    import difflib
+
+    from faster_whisper import available_models
+
+    if Path(name).is_dir() or "/" in name or name in available_models():
+        return
+    close = difflib.get_close_matches(name, available_models(), n=4, cutoff=0.5)
+    raise SpeechError(f"Whisper model {name!r}: not a size faster-whisper knows; closest: {', '.join(close) or 'none'} "
+                      f"(all: {', '.join(available_models())}); or a hub id ORG/NAME or a CTranslate2 model folder")
+
+
 class WhisperEngine(SpeechEngine):
     """Whisper through faster-whisper: int8 on CPU, Silero VAD on, English by default."""
 
@@ -144,11 +159,15 @@ class WhisperEngine(SpeechEngine):
         self.model = Path(model).name if Path(model).expanduser().is_dir() else model
         self.language, self.beam_size = language, beam_size
         path = whisper_model_path(model)
-        try:
-            self._model = WhisperModel(path, device=device, compute_type=compute_type,
-                                       cpu_threads=threads or physical_cores(),  # its default, 4, oversubscribes 2 cores
-                                       local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1")
-        except WeightsError:
+        known_whisper_name(path)
+
+        def load() -> Any:
+            return WhisperModel(path, device=device, compute_type=compute_type,
+                                cpu_threads=threads or physical_cores())  # its default, 4, oversubscribes 2 cores
+
+        try:  # a size by name (small, large-v3, …) is downloaded by faster-whisper's hub client, once
+            self._model = load() if Path(path).is_dir() else from_hub(f"Whisper model {model!r}", load)
+        except VideoTextError:
             raise
         except Exception as exc:  # faster-whisper / CTranslate2 / the hub client: one message naming the model
             raise SpeechError(f"Whisper model {model!r} cannot be loaded from {path} ({type(exc).__name__}: {exc}); "
