@@ -12,7 +12,8 @@ The clients (huggingface_hub under transformers, open_clip, timm, faster-whisper
 
 Faults for the error paths: `faults[path] = "html"` (an HTML page instead of the file),
 `"truncate:N"` (announce the whole length, send N bytes, close), `"500"`. Every request is
-recorded in `requests` as (method, path), so a test can assert that a second run made none.
+recorded in `requests` as (method, path), so a test can assert that a second run made none, and its
+`Range` header (or "") in `ranges`, so a test can see a download continue.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class LocalHub:
         self.files: dict[str, Path] = {}
         self.faults: dict[str, str] = {}
         self.requests: list[tuple[str, str]] = []
+        self.ranges: list[str] = []
         self._etags: dict[Path, str] = {}
         self._server: ThreadingHTTPServer | None = None
 
@@ -138,6 +140,7 @@ class LocalHub:
     def _answer(self, request: BaseHTTPRequestHandler, head: bool) -> None:
         path = unquote(urlsplit(request.path).path)
         self.requests.append(("HEAD" if head else "GET", path))
+        self.ranges.append(request.headers.get("Range", ""))
         fault = self.faults.get(path, "")
         if fault == "500":
             return self._send(request, 500, b"internal error", {"Content-Type": "text/plain"}, head)

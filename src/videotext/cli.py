@@ -701,20 +701,43 @@ class ConvertCommand(TyperCommand):
 @app.command("convert", cls=ConvertCommand)
 @user_errors
 def convert_command(
-    method: str = typer.Argument(..., help="Method of the official checkpoint (frozen, mmt, coot), or openclip with an architecture name."),
-    checkpoint: Path = typer.Argument(..., help="The official checkpoint file."),
-    out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
+    method: Optional[str] = typer.Argument(None, help="Method of the official checkpoint (frozen, mmt, coot), or openclip with an architecture name."),
+    checkpoint: Optional[str] = typer.Argument(None, help="The official checkpoint: a file, an http(s) URL (downloaded "
+                                               "into the cache, resumable), or a released name from --list."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory to write."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Converter option key=value (repeatable); "
                                                "`videotext convert METHOD --help` lists them."),
+    sha256: Optional[str] = typer.Option(None, "--sha256", help="Expected sha256 of the checkpoint file (hex), "
+                                         "checked before converting; a downloaded file that differs is removed."),
+    list_released: bool = typer.Option(False, "--list", help="List the released official checkpoints (of METHOD, "
+                                       "if given): name, URL, training data, the paper's figure."),
 ) -> None:
     """Convert an official checkpoint into a videotext run (evaluate it, search with it).
 
+    A URL or a released name (--list) is downloaded once into $VIDEOTEXT_CACHE/checkpoints (default ~/.cache/videotext/checkpoints).
+
     Reads the file without running pickled code, then prints the architecture, the config values read and the options.
     """
+    from videotext.convert import converter
+    from videotext.convert._released import PAPERS, resolve, table_lines
+
+    if list_released:
+        if method is not None and method not in PAPERS:
+            raise VideoTextError(f"convert --list: no released checkpoints listed for {method!r}; "
+                                 f"listed: {sorted(PAPERS)}")
+        typer.echo("\n".join(table_lines(method)))
+        return
+    if method is None or checkpoint is None or out is None:
+        raise VideoTextError("convert: give METHOD CHECKPOINT -o RUN (CHECKPOINT: a file, a URL, or a name "
+                             "from `videotext convert --list`)")
+    options = parse_options(option)
+    converter(method).OPTIONS.resolve(options)  # an unknown method or option fails before any download
     from videotext.convert import convert, summary
 
-    run_dir = convert(method, checkpoint, out, **parse_options(option))
-    typer.echo(f"converted {checkpoint} → {run_dir}")
+    path = resolve(method, checkpoint, sha256=sha256)
+    run_dir = convert(method, path, out, **options)
+    shown = checkpoint if str(path) == checkpoint else f"{checkpoint} ({path})"
+    typer.echo(f"converted {shown} → {run_dir}")
     for line in summary(run_dir):
         typer.echo(line)
 

@@ -1,7 +1,7 @@
 """The package imports only downward (docs/architecture.md): every `import` of a videotext module,
 at the top of a file or inside a function, goes to a module of the same layer or a lower one.
 
-    foundations   errors io embedding runtime distributed weights hub (and the package's __version__)
+    foundations   errors io embedding runtime distributed weights hub download (and the package's __version__)
     config        config
     parts         data text losses openclip models.layers
     models        models (base and one file per method)
@@ -21,7 +21,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 LAYERS = [
-    ("foundations", ("errors", "io", "embedding", "runtime", "distributed", "weights", "hub", "__version__")),
+    ("foundations", ("errors", "io", "embedding", "runtime", "distributed", "weights", "hub", "download",
+                     "__version__")),
     ("config", ("config",)),
     ("parts", ("data", "text", "losses", "openclip", "models.layers")),
     ("models", ("models",)),
