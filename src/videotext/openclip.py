@@ -13,16 +13,29 @@ A model is named by an open_clip architecture and a weights source:
   weights are drawn from a fixed seed, so the text tower of a run and the image tower of
   its `clip` expert are the same network in every process.
 
+A tag's own settings are applied, not only warned about: its activation (`quick_gelu: True` in
+`open_clip.get_pretrained_cfg(arch, tag)`, e.g. OpenAI's weights, builds QuickGELU as the
+`ARCH-quickgelu` architecture does; open_clip's `create_model(arch, pretrained=tag)` would build
+GELU and warn) and its preprocessing (mean, std, interpolation, resize mode: `image_preprocess`).
+
+Everything that may reach the Hugging Face Hub (a tag's weights, an `hf-hub:` architecture, an
+HF text tower's config such as `xlm-roberta-base`, an HF tokenizer) loads through
+`videotext.hub.from_hub`: from the hub cache with no request once fetched, else downloaded by
+open_clip / transformers; an unreachable hub is one `HubError` line naming the weight.
+
 Text encoders take the spec string `openclip:ARCH@PRETRAINED` (`PRETRAINED` optional).
 """
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import torch
 
 from videotext.errors import VideoTextError
+
+T = TypeVar("T")
 
 SPEC_PREFIX = "openclip:"
 RANDOM_SEED = 0  # seed of random-weight models ("" pretrained), see module doc
@@ -51,6 +64,17 @@ def _open_clip():
     return open_clip
 
 
+def closest(name: str, choices: list[str], count: int = 5) -> list[str]:
+    """The valid names nearest to a misspelt `name` (difflib, case-insensitive), best first."""
+    lower = {c.lower(): c for c in choices}
+    return [lower[c] for c in difflib.get_close_matches(str(name).lower(), list(lower), n=count, cutoff=0.5)]
+
+
+def _closest_text(name: str, choices: list[str]) -> str:
+    near = closest(name, choices)
+    return f"closest: {', '.join(near)}" if near else "no close name"
+
+
 def architecture(name: str) -> str:
     """The open_clip name of `name`; a `.json` model config file is registered under its stem."""
     open_clip = _open_clip()
@@ -61,9 +85,68 @@ def architecture(name: str) -> str:
         open_clip.add_model_config(path)
         return path.stem
     if ":" not in name and open_clip.get_model_config(name) is None:
-        raise VideoTextError(f"open_clip model {name!r}: unknown architecture; a config .json file, "
-                             f"hf-hub:ORG/REPO, local-dir:PATH or one of {', '.join(open_clip.list_models()[:8])}, …")
+        raise VideoTextError(f"open_clip model {name!r}: unknown architecture ({_closest_text(name, open_clip.list_models())}; "
+                             f"open_clip.list_models() lists all); or a model-config .json file, hf-hub:ORG/REPO, local-dir:PATH")
     return name
+
+
+def pretrained_config(arch: str, pretrained: str) -> dict[str, Any]:
+    """open_clip's config of tag `pretrained` of `arch` (its `hf_hub`/`url`, `quick_gelu`, mean, std, …);
+    {} for random weights, a local file or folder, or a schema architecture (`hf-hub:`, `local-dir:`).
+    A name that is none of these is a misspelt tag: one error listing the closest tags."""
+    pretrained = str(pretrained or "")
+    if not pretrained or ":" in arch or Path(pretrained).exists():
+        return {}
+    open_clip = _open_clip()
+    config = open_clip.get_pretrained_cfg(arch, pretrained)
+    if not config:
+        tags = open_clip.list_pretrained_tags_by_model(arch)
+        near = _closest_text(pretrained, tags) if tags else f"{arch} has no open_clip tags"
+        raise VideoTextError(f"open_clip {arch}: pretrained {pretrained!r} is neither a checkpoint file, an HF CLIPModel "
+                             f"folder nor one of its tags ({near}; open_clip.list_pretrained_tags_by_model({arch!r}) lists all)")
+    return dict(config)
+
+
+def needs_quick_gelu(arch: str, pretrained: str) -> bool:
+    """Whether the weights `pretrained` were trained with QuickGELU (OpenAI's CLIP and others): the
+    tag's config says so, or an HF CLIPModel folder's `hidden_act`."""
+    if pretrained and Path(pretrained).is_dir():
+        return _hf_quick_gelu(pretrained)
+    return bool(pretrained_config(arch, pretrained).get("quick_gelu", False))
+
+
+def _build_options(arch: str, pretrained: str) -> dict[str, Any]:
+    """`create_model` keyword arguments that apply the tag's activation: `force_quick_gelu` where the
+    weights need QuickGELU. A tag that does not say keeps the architecture's own activation (e.g.
+    `roberta-ViT-B-32`, QuickGELU by its config); no tag of open_clip says `quick_gelu: False`."""
+    return {"force_quick_gelu": True} if needs_quick_gelu(arch, pretrained) else {}
+
+
+def hf_text_name(arch: str) -> str:
+    """The HF transformers model an architecture's text tower is built from (`xlm-roberta-base`), or ""."""
+    config = _open_clip().get_model_config(arch) if ":" not in arch else None
+    return str(((config or {}).get("text_cfg") or {}).get("hf_model_name", "") or "")
+
+
+def hf_tokenizer_name(arch: str) -> str:
+    """The HF tokenizer an architecture uses (`xlm-roberta-base`), or "" for open_clip's own BPE."""
+    config = _open_clip().get_model_config(arch) if ":" not in arch else None
+    return str(((config or {}).get("text_cfg") or {}).get("hf_tokenizer_name", "") or "")
+
+
+def weight_name(arch: str, pretrained: str = "") -> str:
+    """How messages name a model: "open_clip ViT-B-32@openai" (plus its HF text model, if any)."""
+    text = hf_text_name(arch)
+    return f"open_clip {arch}" + (f"@{pretrained}" if pretrained else "") + (f" (text model {text!r})" if text else "")
+
+
+def _through_hub(what: str, may_download: bool, load: Callable[[], T]) -> T:
+    """`load()` through `videotext.hub.from_hub` where it may reach the hub, else directly."""
+    if not may_download:
+        return load()
+    from videotext.hub import from_hub
+
+    return from_hub(what, load)
 
 
 def canonical(value: str) -> str:
@@ -72,23 +155,30 @@ def canonical(value: str) -> str:
     return str(Path(value).resolve()) if value and Path(value).exists() else value
 
 
-def load_clip(name: str, pretrained: str = "") -> torch.nn.Module:
-    """The open_clip model `name` with weights `pretrained` (see module doc), in eval mode."""
+def load_clip(name: str, pretrained: str = "", weights: bool = True) -> torch.nn.Module:
+    """The open_clip model `name` with weights `pretrained` (see module doc), in eval mode.
+
+    The tag's activation is applied (`needs_quick_gelu`). `weights=False` builds the same network
+    (the tag's settings) with seeded random weights and leaves the tag unresolved: no download,
+    for checking a tag's settings."""
     pretrained = str(pretrained or "")
     open_clip = _open_clip()
     arch = architecture(name)
-    if pretrained and ":" not in arch and not Path(pretrained).exists() \
-            and pretrained not in open_clip.list_pretrained_tags_by_model(arch):
-        raise VideoTextError(f"open_clip {arch}: pretrained {pretrained!r} is neither a checkpoint file, an HF CLIPModel folder nor one of "
-                             f"its tags {open_clip.list_pretrained_tags_by_model(arch)}")
+    options = _build_options(arch, pretrained)
+    tagged = bool(pretrained_config(arch, pretrained))
     hf_folder = pretrained if pretrained and Path(pretrained).is_dir() else ""
-    try:
+    source = None if hf_folder or not weights else (pretrained or None)  # an HF folder loads below
+
+    def build() -> torch.nn.Module:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(RANDOM_SEED)
-            model = open_clip.create_model(arch, pretrained=None if hf_folder else (pretrained or None),
-                                           pretrained_text=False, force_quick_gelu=_hf_quick_gelu(hf_folder))
-    except RuntimeError as exc:  # open_clip reports download / checkpoint problems as RuntimeError
-        raise VideoTextError(f"open_clip {arch}@{pretrained or 'random'}: cannot load ({exc})") from None
+            return open_clip.create_model(arch, pretrained=source, pretrained_text=False, **options)
+
+    may_download = (tagged and source is not None) or ":" in arch or bool(hf_text_name(arch))
+    try:
+        model = _through_hub(weight_name(arch, pretrained), may_download, build)
+    except (RuntimeError, FileNotFoundError, ValueError) as exc:  # open_clip reports load problems so
+        raise VideoTextError(f"open_clip {arch}@{pretrained or 'random'}: cannot load ({' '.join(str(exc).split())[:400]})") from None
     if hf_folder:
         state = hf_clip_state(hf_folder)
         result = model.load_state_dict(state, strict=False)
@@ -100,8 +190,16 @@ def load_clip(name: str, pretrained: str = "") -> torch.nn.Module:
 
 
 def tokenizer(name: str) -> Any:
-    """open_clip's tokenizer of `name` (its BPE vocabulary ships in the wheel)."""
-    return _open_clip().get_tokenizer(architecture(name))
+    """open_clip's tokenizer of `name`: its BPE vocabulary ships in the wheel; an HF tokenizer
+    (`xlm-roberta-base`, an `hf-hub:` model's) comes through the hub cache."""
+    open_clip = _open_clip()
+    arch = architecture(name)
+    hf_name = hf_tokenizer_name(arch)
+    what = f"open_clip {arch} tokenizer" + (f" {hf_name!r}" if hf_name else "")
+    try:
+        return _through_hub(what, bool(hf_name) or ":" in arch, lambda: open_clip.get_tokenizer(arch))
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise VideoTextError(f"{what}: cannot load ({' '.join(str(exc).split())[:400]})") from None
 
 
 def image_preprocess(name: str, pretrained: str = "") -> dict[str, Any]:
@@ -117,8 +215,8 @@ def image_preprocess(name: str, pretrained: str = "") -> dict[str, Any]:
     if config is None:  # hf-hub: / local-dir: schemas: the built model knows
         cfg = dict(getattr(load_clip(name, pretrained).visual, "preprocess_cfg", {}) or {})
     else:
-        tag = open_clip.get_pretrained_cfg(arch, pretrained) if pretrained else {}
-        cfg = merge_preprocess_dict(PreprocessCfg(), tag or {})
+        tag = pretrained_config(arch, pretrained)  # the tag's mean, std, interpolation, resize mode
+        cfg = merge_preprocess_dict(PreprocessCfg(), tag)
         cfg["size"] = config["vision_cfg"].get("image_size", 224)
     cfg = merge_preprocess_dict(PreprocessCfg(), cfg)
     size = cfg["size"]
@@ -213,6 +311,11 @@ class FramePreprocess:
     def __call__(self, frames: Any) -> torch.Tensor:
         """uint8 RGB frames [N, H, W, 3] → model input [N, 3, S, S]."""
         return self.pixels(self.images(frames))
+
+
+def is_hf_text(model: torch.nn.Module) -> bool:
+    """Whether the model's text tower is an HF transformers model (open_clip's `HFTextEncoder`)."""
+    return type(getattr(model, "text", None)).__name__ == "HFTextEncoder"
 
 
 def text_tower(model: torch.nn.Module) -> torch.nn.Module:

@@ -7,7 +7,12 @@ Captions are cut to `max_tokens` (CLIP4Clip §4.2: 32) and padded only to the lo
 the batch; the causal mask makes that equal to CLIP's 77-token encoding.
 The model's `pooling` option does not apply (CLIP defines its pooling).
 
-On the CPU without gradients (search, eval, index build, a frozen tower) the blocks run with
+Architectures whose text tower is an HF transformers model (`xlm-roberta-base-ViT-B-32`, the
+multilingual CLIP) pool and project as open_clip's `HFTextEncoder` does (its pooler, e.g. the
+mean over tokens, then its projection), with its HF tokenizer: captions in any language the
+tokenizer covers.
+
+On the CPU without gradients (open_clip's own text transformer) (search, eval, index build, a frozen tower) the blocks run with
 pre-packed weights (`videotext.openclip.PackedTextTransformer`): the same states, bit for bit
 under bf16 autocast and to fp32 round-off otherwise, in about half the time of a single query.
 """
@@ -34,35 +39,44 @@ class OpenCLIPTextEncoder(CachedTextEncoder):
         model = openclip.load_clip(arch, pretrained)
         model.visual = nn.Identity()  # the image tower is the `clip` expert's (or the method's) business
         self.model = model
-        openclip.text_tower(model)  # fails early for towers we do not support
+        self.hf = openclip.is_hf_text(model)
         self.tokenizer = openclip.tokenizer(arch)
-        context = int(self.tower.positional_embedding.shape[0])
-        self.max_tokens = min(int(max_tokens), context)
-        projection = self.tower.text_projection
-        width = int(self.tower.positional_embedding.shape[1])
-        self.token_width = width
-        self.hidden_size = int(projection.out_features if isinstance(projection, nn.Linear)
-                               else projection.shape[1] if projection is not None else width)
+        tower = self.tower
+        if self.hf:
+            self.max_tokens = int(max_tokens)
+            self.token_width = int(tower.transformer.config.hidden_size)
+            self.hidden_size = int(tower.output_dim)
+        else:
+            self.max_tokens = min(int(max_tokens), int(tower.positional_embedding.shape[0]))
+            projection = tower.text_projection
+            width = int(tower.positional_embedding.shape[1])
+            self.token_width = width
+            self.hidden_size = int(projection.out_features if isinstance(projection, nn.Linear)
+                                   else projection.shape[1] if projection is not None else width)
         self.freeze = freeze
         if freeze:
             self.freeze_model()
 
     @property
     def tower(self) -> nn.Module:
-        return openclip.text_tower(self.model)
+        """The text tower: open_clip's text transformer, or its `HFTextEncoder` (`self.hf`)."""
+        return self.model.text if getattr(self, "hf", False) else openclip.text_tower(self.model)
 
     def tokenize(self, texts: list[str]) -> dict[str, Any]:
-        """Strings → {"input_ids", "attention_mask" [B, L], "texts"}: CLIP BPE with start/end tokens,
-        cut to `max_tokens` and padded (0) to the longest caption of the batch."""
+        """Strings → {"input_ids", "attention_mask" [B, L], "texts"}: CLIP BPE (or the tower's HF
+        tokenizer) with start/end tokens, cut to `max_tokens` and padded to the longest caption of the batch."""
         ids = self.tokenizer(list(texts), context_length=self.max_tokens)  # [B, max_tokens]
-        mask = ids != 0
+        pad = int(self.tower.config.pad_token_id) if self.hf else 0
+        mask = ids != pad
         width = max(1, int(mask.sum(1).max())) if len(texts) else 1
         return {"input_ids": ids[:, :width], "attention_mask": mask[:, :width].long(), "texts": list(texts)}
 
     def token_states(self, batch: dict[str, Any]) -> torch.Tensor:
-        """States after the final LayerNorm [B, L, width] (before the projection)."""
+        """States after the final LayerNorm [B, L, width] (before the pooling and projection)."""
         tower = self.tower
         ids = batch["input_ids"]  # [B, L]
+        if self.hf:
+            return tower.transformer(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden_state
         length = ids.shape[1]
         cast = tower.transformer.get_cast_dtype()
         x = tower.token_embedding(ids).to(cast) + tower.positional_embedding[:length].to(cast)
@@ -82,6 +96,8 @@ class OpenCLIPTextEncoder(CachedTextEncoder):
 
     def pool(self, states: torch.Tensor, attention_mask: torch.Tensor, input_ids: Any = None) -> torch.Tensor:
         """CLIP's pooling (end-of-text token) and projection → [B, hidden_size]."""
+        if self.hf:
+            return self._hf_pool(states, attention_mask)
         from open_clip.transformer import text_global_pool
 
         tower = self.tower
@@ -91,3 +107,17 @@ class OpenCLIPTextEncoder(CachedTextEncoder):
         if projection is None:
             return pooled
         return projection(pooled) if isinstance(projection, nn.Linear) else pooled @ projection
+
+    def _hf_pool(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """open_clip `HFTextEncoder.forward`'s pooling and projection of the HF model's last states."""
+        from open_clip.hf_model import ClsPooler
+        from transformers.modeling_outputs import BaseModelOutput
+
+        tower = self.tower
+        pooler = tower.pooler
+        head = getattr(tower.transformer, "pooler", None)  # the HF model's own pooler (cls_pooler only)
+        if isinstance(pooler, ClsPooler) and pooler.use_pooler_output and head is not None:
+            pooled = head(states)
+        else:
+            pooled = pooler(BaseModelOutput(last_hidden_state=states), attention_mask)
+        return tower.proj(pooled)
