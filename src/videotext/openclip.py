@@ -197,9 +197,19 @@ def tokenizer(name: str) -> Any:
     hf_name = hf_tokenizer_name(arch)
     what = f"open_clip {arch} tokenizer" + (f" {hf_name!r}" if hf_name else "")
     try:
-        return _through_hub(what, bool(hf_name) or ":" in arch, lambda: open_clip.get_tokenizer(arch))
+        return _through_hub(what, bool(hf_name) or ":" in arch, lambda: _real_tokenizer(open_clip.get_tokenizer(arch)))
     except (RuntimeError, OSError, ValueError) as exc:
         raise VideoTextError(f"{what}: cannot load ({' '.join(str(exc).split())[:400]})") from None
+
+
+def _real_tokenizer(tokenizer: Any) -> Any:
+    """`tokenizer`, unless it is an HF tokenizer with no vocabulary beyond its special tokens: what
+    transformers builds, with no error, when the hub client is held to a cache holding the model's
+    config.json but not its tokenizer files. Raising makes `from_hub` download them."""
+    hf = getattr(tokenizer, "tokenizer", None)
+    if hf is not None and hasattr(hf, "all_special_tokens") and len(hf) <= len(set(hf.all_special_tokens)):
+        raise LookupError(f"{getattr(hf, 'name_or_path', 'tokenizer')}: no vocabulary (tokenizer files not cached)")
+    return tokenizer
 
 
 def image_preprocess(name: str, pretrained: str = "") -> dict[str, Any]:
