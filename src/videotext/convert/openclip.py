@@ -10,8 +10,10 @@ it like on a trained run; `index build` extracts new videos with the same image 
 (the `clip` expert options come from the run's config).
 
 The "checkpoint" argument is the open_clip architecture (`ViT-B-32`, a model-config JSON,
-`hf-hub:…`, `local-dir:…`); `pretrained` an open_clip tag (downloaded once into the hub
-cache), a local checkpoint file, or "" (random weights: plumbing only). `manifest` (and
+`hf-hub:…`, `local-dir:…`, or a multilingual one such as `xlm-roberta-base-ViT-B-32`);
+`pretrained` an open_clip tag (downloaded once into the hub cache by open_clip, with the tag's
+activation and preprocessing: `videotext.openclip`), a local checkpoint file, or "" (random
+weights: plumbing only). `manifest` (and
 `features`) name the dataset `videotext eval RUN` scores; `videotext eval RUN --data
 CONFIG` scores any other.
 """
