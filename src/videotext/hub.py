@@ -121,6 +121,35 @@ def unreachable_message(what: str, exc: BaseException | None = None) -> str:
             f"instead of the name")
 
 
+def real_tokenizer(tokenizer: T) -> T:
+    """`tokenizer`, unless it is an HF tokenizer with no vocabulary beyond its special tokens: what
+    transformers builds, with no error, when the hub client is held to a cache that holds a model's
+    config.json but not its tokenizer files. Raising makes `from_hub` download them."""
+    specials = getattr(tokenizer, "all_special_tokens", None)
+    if specials is not None and len(tokenizer) <= len(set(specials)):  # type: ignore[arg-type]
+        raise LookupError(f"{getattr(tokenizer, 'name_or_path', 'tokenizer')}: no vocabulary "
+                          "(tokenizer files not cached)")
+    return tokenizer
+
+
+def reachable(timeout: float = 5.0) -> bool:
+    """Whether anything answers at the hub endpoint (any HTTP status counts), probed once without
+    retries: the clients retry a dead endpoint for most of a minute before they give up."""
+    from urllib.parse import urlsplit
+    import socket
+
+    parts = urlsplit(endpoint())
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy") or os.environ.get("HTTP_PROXY") \
+            or os.environ.get("http_proxy") or os.environ.get("ALL_PROXY"):
+        return True  # through a proxy: let the client find out
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def from_hub(what: str, load: Callable[[], T]) -> T:
     """`load()` from the hub cache if the weight is there (no request), else as its library downloads it.
 
@@ -139,6 +168,8 @@ def from_hub(what: str, load: Callable[[], T]) -> T:
             raise
         except Exception:  # noqa: BLE001 - not cached (each library words it differently): download below
             log.debug("%s: not in the hub cache, downloading", what)
+        if not reachable():
+            raise HubError(unreachable_message(what))
     try:
         return load()
     except VideoTextError:

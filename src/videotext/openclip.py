@@ -34,6 +34,7 @@ from typing import Any, Callable, TypeVar
 import torch
 
 from videotext.errors import VideoTextError
+from videotext.hub import from_hub, real_tokenizer
 
 T = TypeVar("T")
 
@@ -142,11 +143,7 @@ def weight_name(arch: str, pretrained: str = "") -> str:
 
 def _through_hub(what: str, may_download: bool, load: Callable[[], T]) -> T:
     """`load()` through `videotext.hub.from_hub` where it may reach the hub, else directly."""
-    if not may_download:
-        return load()
-    from videotext.hub import from_hub
-
-    return from_hub(what, load)
+    return from_hub(what, load) if may_download else load()
 
 
 def canonical(value: str) -> str:
@@ -203,12 +200,11 @@ def tokenizer(name: str) -> Any:
 
 
 def _real_tokenizer(tokenizer: Any) -> Any:
-    """`tokenizer`, unless it is an HF tokenizer with no vocabulary beyond its special tokens: what
-    transformers builds, with no error, when the hub client is held to a cache holding the model's
-    config.json but not its tokenizer files. Raising makes `from_hub` download them."""
+    """open_clip's tokenizer, refused (so `from_hub` downloads) when its HF tokenizer came from a
+    cache without the tokenizer files (`videotext.hub.real_tokenizer`)."""
     hf = getattr(tokenizer, "tokenizer", None)
-    if hf is not None and hasattr(hf, "all_special_tokens") and len(hf) <= len(set(hf.all_special_tokens)):
-        raise LookupError(f"{getattr(hf, 'name_or_path', 'tokenizer')}: no vocabulary (tokenizer files not cached)")
+    if hf is not None:
+        real_tokenizer(hf)
     return tokenizer
 
 

@@ -28,6 +28,7 @@ def test_cached_weight_is_read_with_the_hub_held_to_its_cache(monkeypatch):
 
 def test_missing_from_cache_downloads_online(monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "reachable", lambda: True)
     seen = []
 
     def load():
@@ -57,8 +58,30 @@ def test_unreachable_or_offline_is_one_line_naming_weight_cache_and_remedies(mon
         assert part in message
 
 
+def test_a_dead_endpoint_fails_at_once_without_the_clients_retries(monkeypatch):
+    """Nothing cached and nothing listening: one probe, no download attempt (the clients would retry
+    for most of a minute)."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    calls = []
+
+    def load():
+        calls.append(constants.HF_HUB_OFFLINE)
+        raise LocalEntryNotFoundError("not in the cache")
+
+    with pytest.raises(hub.HubError, match=f"127.0.0.1:{port} cannot be reached"):
+        hub.from_hub("text model 'x'", load)
+    assert calls == [True]  # the cache-only attempt alone
+
+
 def test_errors_not_about_the_hub_pass_through(monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "reachable", lambda: True)
 
     def load():
         raise ZeroDivisionError("a bug, not a download")

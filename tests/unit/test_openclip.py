@@ -469,7 +469,7 @@ def test_frozen_spatial_init_from_a_timm_vit_by_name(tmp_path):
     torch.testing.assert_close(method.video_model.blocks[11].attn.proj.weight, vit.blocks[11].attn.proj.weight)
     torch.testing.assert_close(method.video_model.pos_embed, vit.pos_embed)
     assert isinstance(method.video_model.norm_pre, torch.nn.Identity)  # ImageNet ViTs have no pre-norm
-    with pytest.raises(ConfigError, match="timm cannot load it"):
+    with pytest.raises(ConfigError, match="timm has no pretrained weights named 'no_such_vit'"):
         build_method("frozen", {"preset": "tiny", "vit_checkpoint": "timm:no_such_vit", "freeze_text": True})
 
 

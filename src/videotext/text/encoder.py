@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from videotext.errors import VideoTextError
-from videotext.hub import from_hub, is_local
+from videotext.hub import from_hub, is_local, real_tokenizer
 from videotext.weights import verified_folder
 
 T = TypeVar("T")
@@ -146,7 +146,7 @@ class HFTextEncoder(CachedTextEncoder):
         hf_logging.disable_progress_bar()  # transformers' "loading weights" bar; downloads keep the hub's bars
         try:
             self.tokenizer, self.model = pretrained(
-                path, lambda source: (AutoTokenizer.from_pretrained(source), load_text_model(source)))
+                path, lambda source: (real_tokenizer(AutoTokenizer.from_pretrained(source)), load_text_model(source)))
         except (OSError, ValueError) as exc:
             raise VideoTextError(f"text model {self.path!r}: cannot load ({exc})") from None
         self.pooling = pooling

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from videotext.hub import real_tokenizer
 from videotext.losses.captioning import caption_loss
 
 
@@ -148,7 +149,7 @@ class HFCaptionDecoder(AutoregressiveDecoder):
 
         config = AutoConfig.from_pretrained(path)
         self.kind = "t5" if getattr(config, "model_type", "") in ("t5", "mt5", "umt5") else "bert"
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer = real_tokenizer(AutoTokenizer.from_pretrained(path))  # not a vocabulary-less one from a partial cache
         extra = {} if dropout is None else ({"dropout_rate": dropout} if self.kind == "t5" else
                                             {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout})
         if self.kind == "t5":
