@@ -454,6 +454,34 @@ def test_frozen_spatial_init_from_an_open_clip_vit(tmp_path):
         build_method("frozen", {"preset": "tiny", "vit_checkpoint": f"openclip:{TINY}@", "freeze_text": True})
 
 
+def test_frozen_from_quick_gelu_clip_weights_runs_quick_gelu(tmp_path, monkeypatch):
+    """A spatial init from CLIP weights trained with QuickGELU (OpenAI's tags say so) keeps it: one
+    frame through the space-time model equals open_clip's own image tower built with QuickGELU."""
+    from videotext.models import frozen
+    from videotext.models.base import build_method
+
+    assert frozen.clip_quick_gelu("openclip:ViT-B-16@openai")  # the tag's config: quick_gelu True
+    assert not frozen.clip_quick_gelu("openclip:ViT-B-16@laion2b_s34b_b88k")
+    assert not frozen.clip_quick_gelu("timm:vit_base_patch16_224.orig_in21k")
+    arch = openclip.architecture(str(Path(TINY).with_name("openclip_tiny_vit8.json")))
+    torch.manual_seed(7)
+    clip = openclip._open_clip().create_model(arch, pretrained=None, force_quick_gelu=True).eval()
+    path = tmp_path / "vit8.pt"
+    torch.save(clip.state_dict(), path)
+    frames = torch.randn(2, 1, 3, 32, 32)  # [B, F=1, 3, H, W]
+    expected = clip.visual(frames[:, 0])  # [B, embed]
+    outputs = {}
+    for quick in (True, False):
+        monkeypatch.setattr(openclip, "needs_quick_gelu", lambda a, p, quick=quick: quick)
+        method = build_method("frozen", {"preset": "tiny", "vit_checkpoint": f"openclip:{arch}@{path}",
+                                         "freeze_text": True}).eval()
+        with torch.no_grad():
+            outputs[quick] = method.video_model(frames) @ clip.visual.proj  # [B, D] → CLIP's embedding
+    # 3e-5 apart (the video model's LayerNorm eps is timm's 1e-6, CLIP's 1e-5); GELU is 6e-3 apart
+    torch.testing.assert_close(outputs[True], expected, atol=1e-4, rtol=0)
+    assert (outputs[False] - expected).abs().max() > 1e-3  # GELU would be another network
+
+
 def test_frozen_spatial_init_from_a_timm_vit_by_name(tmp_path):
     timm = pytest.importorskip("timm")
     from videotext.config import ConfigError

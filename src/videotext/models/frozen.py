@@ -145,6 +145,14 @@ def load_state_file(path: str | Path) -> dict[str, torch.Tensor]:
     return data
 
 
+def clip_quick_gelu(vit_checkpoint: str) -> bool:
+    """A spatial init from CLIP weights trained with QuickGELU (OpenAI's: the tag's config says so)
+    keeps that activation in every block's MLP; ImageNet ViTs use GELU."""
+    if not str(vit_checkpoint).startswith("openclip:"):
+        return False
+    return openclip.needs_quick_gelu(*openclip.parse_spec(vit_checkpoint))
+
+
 def known_timm_name(name: str, source: str) -> None:
     """A `timm:NAME` whose NAME timm has pretrained weights for, else one line listing the closest names."""
     import difflib
@@ -208,6 +216,7 @@ class FrozenInTime(Method):
             sizes["img_size"], sizes["patch_size"], sizes["video_dim"], sizes["depth"], sizes["heads"],
             config.mlp_ratio, config.num_frames, config.residual, config.cls_attention,
             config.fused_attention, config.time_init, pre_norm=vit is not None and "norm_pre.weight" in vit,
+            quick_gelu=clip_quick_gelu(config.vit_checkpoint),
         )
         if vit is not None:
             try:

@@ -102,10 +102,18 @@ class DividedAttention(nn.Module):
         return out.reshape(b, h, length, d)
 
 
+class QuickGELU(nn.Module):
+    """x·σ(1.702x): the activation OpenAI's CLIP towers were trained with (their weights need it)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
 class Mlp(nn.Module):
-    def __init__(self, dim: int, hidden: int):
+    def __init__(self, dim: int, hidden: int, quick_gelu: bool = False):
         super().__init__()
-        self.fc1, self.act, self.fc2 = nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+        self.act = QuickGELU() if quick_gelu else nn.GELU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.act(self.fc1(x)))
@@ -119,7 +127,8 @@ class SpaceTimeBlock(nn.Module):
     residual="timesformer": x' = x_t + S(norm1(x_t)) with x_t = x + T(norm3(x)).
     """
 
-    def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0, residual: str = "frozen", fused: bool = True):
+    def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0, residual: str = "frozen", fused: bool = True,
+                 quick_gelu: bool = False):
         super().__init__()
         if residual not in RESIDUALS:
             raise ValueError(f"residual must be one of {RESIDUALS}, got {residual!r}")
@@ -129,7 +138,7 @@ class SpaceTimeBlock(nn.Module):
         self.attn = DividedAttention(dim, heads, fused)
         self.timeattn = DividedAttention(dim, heads, fused)
         self.norm2 = nn.LayerNorm(dim, eps=LN_EPS)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), quick_gelu)
         self.norm3 = nn.LayerNorm(dim, eps=LN_EPS)
 
     def forward(self, x: torch.Tensor, frames: int, cls_mode: str = "shared") -> torch.Tensor:
@@ -153,7 +162,8 @@ class SpaceTimeTransformer(nn.Module):
 
     def __init__(self, img_size: int = 224, patch_size: int = 16, dim: int = 768, depth: int = 12,
                  heads: int = 12, mlp_ratio: float = 4.0, max_frames: int = 4, residual: str = "frozen",
-                 cls_mode: str = "shared", fused: bool = True, time_init: str = "zeros", pre_norm: bool = False):
+                 cls_mode: str = "shared", fused: bool = True, time_init: str = "zeros", pre_norm: bool = False,
+                 quick_gelu: bool = False):
         super().__init__()
         if cls_mode not in CLS_MODES:
             raise ValueError(f"cls_attention must be one of {CLS_MODES}, got {cls_mode!r}")
@@ -166,7 +176,7 @@ class SpaceTimeTransformer(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + self.patches_per_frame, dim))  # [CLS] + N (appendix §2.1.2)
         self.temporal_embed = nn.Parameter(torch.zeros(1, max_frames, dim))  # M × D, zeros as officially
         self.blocks = nn.ModuleList(
-            SpaceTimeBlock(dim, heads, mlp_ratio, residual, fused) for _ in range(depth)
+            SpaceTimeBlock(dim, heads, mlp_ratio, residual, fused, quick_gelu) for _ in range(depth)
         )
         self.norm = nn.LayerNorm(dim, eps=LN_EPS)
         # a LayerNorm before the blocks: CLIP's ViTs have one (ln_pre, timm's norm_pre), ImageNet ViTs not
