@@ -10,7 +10,7 @@ The clients (huggingface_hub under transformers, open_clip, timm, faster-whisper
 - `GET /api/models/{repo_id}/tree/{rev}[/{path}]`: the file listing (`type`, `path`, `size`, `oid`);
 - `HEAD|GET /files/{name}`: a plain file by URL (released checkpoints), with ranges.
 
-Faults for the error paths: `faults[path] = "html"` (an HTML page instead of the file),
+Faults for the error paths (a key ending in `*` matches every path it starts): `faults[path] = "html"` (an HTML page instead of the file),
 `"truncate:N"` (announce the whole length, send N bytes, close), `"500"`. Every request is
 recorded in `requests` as (method, path), so a test can assert that a second run made none, and its
 `Range` header (or "") in `ranges`, so a test can see a download continue.
@@ -141,7 +141,8 @@ class LocalHub:
         path = unquote(urlsplit(request.path).path)
         self.requests.append(("HEAD" if head else "GET", path))
         self.ranges.append(request.headers.get("Range", ""))
-        fault = self.faults.get(path, "")
+        fault = self.faults.get(path, "") or next(
+            (f for key, f in self.faults.items() if key.endswith("*") and path.startswith(key[:-1])), "")
         if fault == "500":
             return self._send(request, 500, b"internal error", {"Content-Type": "text/plain"}, head)
         if fault == "html":

@@ -95,6 +95,19 @@ def _network_error(exc: BaseException) -> bool:
     return False
 
 
+def _cut_short(exc: BaseException) -> bool:
+    """Whether `exc` (or what it wraps) is a transfer that ended before its announced length."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = str(exc)
+        if "complete message body" in text or "IncompleteRead" in text or "Consistency check failed" in text \
+                or type(exc).__name__ in ("RemoteProtocolError", "IncompleteRead", "ChunkedEncodingError"):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
 def _unknown_name(exc: BaseException) -> bool:
     names = {"RepositoryNotFoundError", "RevisionNotFoundError", "RemoteEntryNotFoundError", "GatedRepoError"}
     seen = 0
@@ -178,6 +191,10 @@ def from_hub(what: str, load: Callable[[], T]) -> T:
         if _unknown_name(exc):
             raise HubError(f"{what}: not found on the hub at {endpoint()} ({_first_line(exc)}); check the name, "
                            f"or give a local file or folder") from None
+        if _cut_short(exc):
+            raise HubError(f"{what}: the download from {endpoint()} was cut short ({_first_line(exc)}); nothing "
+                           f"incomplete is loaded: run the command again to resume it (cache folder "
+                           f"{cache_folder()})") from None
         if _network_error(exc):
             raise HubError(unreachable_message(what, exc)) from None
         raise

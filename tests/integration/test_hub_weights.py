@@ -251,3 +251,45 @@ def test_text_model_by_hub_id_in_a_cli_run_and_one_line_when_the_hub_is_gone(hub
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "HF_HUB_OFFLINE=1 is set" in proc.stderr
+
+
+def resolve_text_model(name: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """A fresh process loading text model `name` as a method does (`videotext.text.pretrained`)."""
+    code = ("from videotext.text import pretrained\nfrom videotext.text.encoder import load_text_model\n"
+            "from videotext.errors import VideoTextError\nimport sys\n"
+            f"try:\n    pretrained({name!r}, load_text_model)\nexcept VideoTextError as exc:\n"
+            "    print('error:', exc, file=sys.stderr); sys.exit(2)\nprint('RESULT ok')\n")
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def test_a_page_served_instead_of_weights_is_refused_and_nothing_cached(hub, tmp_path):
+    """A captive portal or a sign-in page answers the resolve URLs with HTML (no hub headers)."""
+    repo = "google-bert/bert-base-cased"
+    hub.faults[f"/{repo}/resolve/*"] = "html"
+    try:
+        proc = resolve_text_model(repo, hub.env(tmp_path / "cache"))
+    finally:
+        hub.faults.clear()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and repo in errors[0], proc.stderr[-2000:]
+    blobs = list((tmp_path / "cache" / "hub").glob("models--*/blobs/*"))
+    assert blobs == []  # nothing of the page was kept as a weight
+
+
+def test_a_truncated_download_is_never_loaded_and_the_next_run_completes_it(hub, tmp_path):
+    repo = "google-bert/bert-base-uncased"
+    weights = hub.repos[repo]["model.safetensors"]
+    hub.faults[f"/{repo}/resolve/{hub.commit(repo)}/model.safetensors"] = f"truncate:{weights.stat().st_size // 2}"
+    env = hub.env(tmp_path / "cache")
+    try:
+        proc = resolve_text_model(repo, env)
+    finally:
+        hub.faults.clear()
+    assert proc.returncode == 2 and "RESULT ok" not in proc.stdout  # half a file is not a model
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cut short" in errors[0] and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    proc = resolve_text_model(repo, env)
+    assert proc.returncode == 0 and "RESULT ok" in proc.stdout, proc.stderr[-2000:]
+    cached = next((tmp_path / "cache" / "hub").glob(f"models--google-bert--bert-base-uncased/snapshots/*/model.safetensors"))
+    assert cached.read_bytes() == weights.read_bytes()
