@@ -113,7 +113,7 @@ def test_packaged_configs_resolve_data_paths_against_the_current_directory(tmp_p
     monkeypatch.chdir(tmp_path)
     config = load_config("frozen/msrvtt")
     assert config.data.manifest == str(tmp_path / "data/msrvtt/manifest_1ka.json")
-    assert config.model["vit_checkpoint"] == str(tmp_path / "weights/vit_base_patch16_224.pth")
+    assert config.model["vit_checkpoint"] == "timm:vit_base_patch16_224.orig_in21k"  # a weight by name: no path
     rows = [(p, yaml.safe_load(p.read_text())) for p in sorted(PACKAGED.glob("*/*.yaml")) if "\nbase: " in p.read_text()]
     assert rows, "no packaged config starts from a base"
     for path, raw in rows:
