@@ -6,6 +6,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ASSETS ?= $(HOME)/.cache/videotext/debian
 export VIDEOTEXT_ASSETS := $(ASSETS)
+# The project's own machines have no internet: hub clients read only their cache here. The library never
+# sets this; a user's machine downloads weights by name (docs/weights.md). Tests that download set their own.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
