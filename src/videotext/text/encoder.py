@@ -133,6 +133,7 @@ class HFTextEncoder(CachedTextEncoder):
 
     def __init__(self, path: str = "", pooling: str = "cls", freeze: bool = False, max_tokens: int = 30):
         super().__init__()
+        from huggingface_hub.utils import enable_progress_bars
         from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -143,7 +144,8 @@ class HFTextEncoder(CachedTextEncoder):
                                  "CLIP text towers work with dual, frozen, mmt and clip4clip")
         self.path = text_model_source(path)
         hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()  # transformers' "loading weights" bar; downloads keep the hub's bars
+        hf_logging.disable_progress_bar()  # transformers' "loading weights" bar (this also silences the hub's)
+        enable_progress_bars()  # a download keeps its hub client's progress bar
         try:
             self.tokenizer, self.model = pretrained(
                 path, lambda source: (real_tokenizer(AutoTokenizer.from_pretrained(source)), load_text_model(source)))
