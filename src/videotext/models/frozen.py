@@ -36,7 +36,8 @@ from videotext.errors import VideoTextError
 from videotext.hub import from_hub
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
-from videotext.models.layers.space_time import CLS_MODES, EXPANSIONS, RESIDUALS, SpaceTimeTransformer
+from videotext.models.layers.space_time import (CLIP_LN_EPS, CLS_MODES, EXPANSIONS, LN_EPS, RESIDUALS,
+                                                 SpaceTimeTransformer)
 from videotext.runtime import full_precision
 from videotext.text import build_text_encoder
 
@@ -217,6 +218,7 @@ class FrozenInTime(Method):
             config.mlp_ratio, config.num_frames, config.residual, config.cls_attention,
             config.fused_attention, config.time_init, pre_norm=vit is not None and "norm_pre.weight" in vit,
             quick_gelu=clip_quick_gelu(config.vit_checkpoint),
+            norm_eps=CLIP_LN_EPS if config.vit_checkpoint.startswith("openclip:") else LN_EPS,
         )
         if vit is not None:
             try:

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 LN_EPS = 1e-6  # every LayerNorm of the official video model (video_transformer.py)
+CLIP_LN_EPS = 1e-5  # open_clip's towers (torch's default): a tower initialised from CLIP keeps it
 EXPANSIONS = ("zeros", "nearest", "bilinear")  # appendix Table 7
 CLS_MODES = ("shared", "per_frame")
 RESIDUALS = ("frozen", "timesformer")  # appendix Fig. 2 (right / left)
@@ -128,18 +129,18 @@ class SpaceTimeBlock(nn.Module):
     """
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0, residual: str = "frozen", fused: bool = True,
-                 quick_gelu: bool = False):
+                 quick_gelu: bool = False, norm_eps: float = LN_EPS):
         super().__init__()
         if residual not in RESIDUALS:
             raise ValueError(f"residual must be one of {RESIDUALS}, got {residual!r}")
         self.residual = residual
         # declaration order = the official one (norm3 last)
-        self.norm1 = nn.LayerNorm(dim, eps=LN_EPS)
+        self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = DividedAttention(dim, heads, fused)
         self.timeattn = DividedAttention(dim, heads, fused)
-        self.norm2 = nn.LayerNorm(dim, eps=LN_EPS)
+        self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), quick_gelu)
-        self.norm3 = nn.LayerNorm(dim, eps=LN_EPS)
+        self.norm3 = nn.LayerNorm(dim, eps=norm_eps)
 
     def forward(self, x: torch.Tensor, frames: int, cls_mode: str = "shared") -> torch.Tensor:
         time_residual = x + self.timeattn(self.norm3(x), frames, "time", cls_mode)
@@ -163,7 +164,7 @@ class SpaceTimeTransformer(nn.Module):
     def __init__(self, img_size: int = 224, patch_size: int = 16, dim: int = 768, depth: int = 12,
                  heads: int = 12, mlp_ratio: float = 4.0, max_frames: int = 4, residual: str = "frozen",
                  cls_mode: str = "shared", fused: bool = True, time_init: str = "zeros", pre_norm: bool = False,
-                 quick_gelu: bool = False):
+                 quick_gelu: bool = False, norm_eps: float = LN_EPS):
         super().__init__()
         if cls_mode not in CLS_MODES:
             raise ValueError(f"cls_attention must be one of {CLS_MODES}, got {cls_mode!r}")
@@ -176,11 +177,11 @@ class SpaceTimeTransformer(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + self.patches_per_frame, dim))  # [CLS] + N (appendix §2.1.2)
         self.temporal_embed = nn.Parameter(torch.zeros(1, max_frames, dim))  # M × D, zeros as officially
         self.blocks = nn.ModuleList(
-            SpaceTimeBlock(dim, heads, mlp_ratio, residual, fused, quick_gelu) for _ in range(depth)
+            SpaceTimeBlock(dim, heads, mlp_ratio, residual, fused, quick_gelu, norm_eps) for _ in range(depth)
         )
-        self.norm = nn.LayerNorm(dim, eps=LN_EPS)
+        self.norm = nn.LayerNorm(dim, eps=norm_eps)
         # a LayerNorm before the blocks: CLIP's ViTs have one (ln_pre, timm's norm_pre), ImageNet ViTs not
-        self.norm_pre = nn.LayerNorm(dim, eps=LN_EPS) if pre_norm else nn.Identity()
+        self.norm_pre = nn.LayerNorm(dim, eps=norm_eps) if pre_norm else nn.Identity()
         self._init_weights(time_init)
 
     def _init_weights(self, time_init: str) -> None:
