@@ -90,12 +90,14 @@ class CLIP4Clip(Method):
 
     def _frame_transformer(self, dim: int) -> nn.Module:
         """The first `transformer_layers` blocks of CLIP's text transformer (and its positional
-        embeddings into the frame positions) when the widths match; else a fresh transformer."""
+        embeddings into the frame positions) when the widths match; else (another width, or an HF
+        text tower such as xlm-roberta's) a fresh transformer."""
         from open_clip.transformer import Transformer
 
         tower = self.text_encoder.tower
         layers = self.config.transformer_layers
-        if tower.transformer.width == dim and len(tower.transformer.resblocks) >= layers:
+        own = getattr(tower, "transformer", None)
+        if isinstance(own, Transformer) and own.width == dim and len(own.resblocks) >= layers:
             blocks = copy.deepcopy(tower.transformer)
             blocks.resblocks = blocks.resblocks[:layers]
             blocks.layers = layers
