@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 from videotext.errors import VideoTextError
 from videotext.io import atomic_path, file_lock
+from videotext.weights import sha256_of
 
 CACHE_ENV = "VIDEOTEXT_CACHE"  # the videotext cache root (speech models use it too)
 TIMEOUT_S = 60.0
@@ -48,28 +49,25 @@ def is_url(text: str) -> bool:
     return urlsplit(str(text)).scheme.lower() in ("http", "https")
 
 
-def cache_folder() -> Path:
-    """Where downloaded checkpoints live: `$VIDEOTEXT_CACHE/checkpoints`, else the user's cache
-    (`$XDG_CACHE_HOME`, else `~/.cache`)`/videotext/checkpoints`."""
+def cache_root() -> Path:
+    """The videotext cache: `$VIDEOTEXT_CACHE`, else the user's cache (`$XDG_CACHE_HOME`, else
+    `~/.cache`)`/videotext`. Downloaded checkpoints and joined Whisper models live below it."""
     root = os.environ.get(CACHE_ENV)
     if not root:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                             "videotext")
-    return Path(root) / "checkpoints"
+    return Path(root)
+
+
+def cache_folder() -> Path:
+    """Where downloaded checkpoints live: `cache_root()/checkpoints`."""
+    return cache_root() / "checkpoints"
 
 
 def cached_path(url: str, filename: str | None = None) -> Path:
     """The cache path of `url`: a folder per URL (so equal file names never collide), its file name inside."""
     name = filename or unquote(urlsplit(url).path).rstrip("/").rpartition("/")[2] or "download"
     return cache_folder() / hashlib.sha256(url.encode()).hexdigest()[:16] / name
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(BLOCK_BYTES):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_sha256(path: Path, expected: str, source: str, remove: bool = True) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import io
 import math
-import os
 import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from videotext.download import cache_root
 from videotext.errors import VideoTextError
 from videotext.hub import from_hub
 from videotext.io import atomic_path
@@ -82,10 +82,6 @@ class SpeechEngine(ABC):
         """Timed lines of 16 kHz mono float32 samples [N] ([] for silence)."""
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("VIDEOTEXT_CACHE", Path.home() / ".cache" / "videotext"))
-
-
 def joined_whisper_base() -> Path:
     """The folder of Whisper base from its two packages: config, tokenizer and vocabulary of the
     first, `model.bin` joined from both halves (once, atomically) and checked against the
@@ -93,7 +89,7 @@ def joined_whisper_base() -> Path:
     first = verified_folder("whisper_base_part1")
     second = verified_folder("whisper_base_part2")
     part1, part2 = PACKAGES["whisper_base_part1"], PACKAGES["whisper_base_part2"]
-    folder = _cache_root() / "whisper" / f"base-{part1.version}-{part2.version}"
+    folder = cache_root() / "whisper" / f"base-{part1.version}-{part2.version}"
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
         target = folder / name
