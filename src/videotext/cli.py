@@ -719,12 +719,9 @@ def convert_command(
     Reads the file without running pickled code, then prints the architecture, the config values read and the options.
     """
     from videotext.convert import converter
-    from videotext.convert._released import PAPERS, resolve, table_lines
+    from videotext.convert._released import resolve, table_lines
 
     if list_released:
-        if method is not None and method not in PAPERS:
-            raise VideoTextError(f"convert --list: no released checkpoints listed for {method!r}; "
-                                 f"listed: {sorted(PAPERS)}")
         typer.echo("\n".join(table_lines(method)))
         return
     if method is None or checkpoint is None or out is None:

@@ -5,6 +5,9 @@ prints the message alone (no traceback) and exits with status 2.
 """
 from __future__ import annotations
 
+import difflib
+from typing import Iterable
+
 
 class VideoTextError(Exception):
     """Base class for errors caused by user input (files, configs, names)."""
@@ -25,3 +28,10 @@ class VideoDecodeError(VideoTextError, RuntimeError):
     def __init__(self, path: object, problem: str):
         self.path, self.problem = str(path), problem
         super().__init__(f"{self.path}: {problem}")
+
+
+def closest(name: str, choices: Iterable[str], count: int = 5, cutoff: float = 0.5) -> list[str]:
+    """The valid names nearest to a misspelt `name` (case-insensitive), best first: what an error about
+    an unknown tag, model or size lists."""
+    lower = {str(c).lower(): str(c) for c in choices}
+    return [lower[c] for c in difflib.get_close_matches(str(name).lower(), list(lower), n=count, cutoff=cutoff)]

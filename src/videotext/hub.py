@@ -33,41 +33,30 @@ class HubError(VideoTextError):
     """A named weight could not be had: the hub is unreachable, the name is unknown, or nothing is cached."""
 
 
+def _constants():
+    from huggingface_hub import constants  # read at call time: the user's environment, tests' patches
+
+    return constants
+
+
 def cache_folder() -> str:
     """The hub cache the clients read and write (`HF_HUB_CACHE`, else `HF_HOME`/hub)."""
-    try:
-        from huggingface_hub import constants
-
-        return str(constants.HF_HUB_CACHE)
-    except ImportError:  # pragma: no cover - a dependency of transformers
-        home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-        return os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+    return str(_constants().HF_HUB_CACHE)
 
 
 def endpoint() -> str:
-    try:
-        from huggingface_hub import constants
-
-        return str(constants.ENDPOINT)
-    except ImportError:  # pragma: no cover
-        return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    return str(_constants().ENDPOINT)
 
 
 def offline_requested() -> bool:
     """The user (or the machine: Makefile, CI) asked for cache-only loading (`HF_HUB_OFFLINE=1`)."""
-    try:
-        from huggingface_hub import constants
-
-        return bool(constants.HF_HUB_OFFLINE)
-    except ImportError:  # pragma: no cover
-        return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+    return bool(_constants().HF_HUB_OFFLINE)
 
 
 @contextlib.contextmanager
 def cache_only() -> Iterator[None]:
     """Hold the hub client to its cache (what `HF_HUB_OFFLINE=1` does) inside the block."""
-    from huggingface_hub import constants
-
+    constants = _constants()
     with _lock:
         before = constants.HF_HUB_OFFLINE
         constants.HF_HUB_OFFLINE = True
@@ -77,45 +66,27 @@ def cache_only() -> Iterator[None]:
             constants.HF_HUB_OFFLINE = before
 
 
-def _network_error(exc: BaseException) -> bool:
-    """Whether `exc` (or what it wraps) says the hub could not be reached or the file is not cached."""
-    names = {"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectError", "ConnectTimeout", "ReadTimeout",
-             "TimeoutException", "RemoteProtocolError", "ReadError", "ConnectionError", "HfHubHTTPError",
-             "FileMetadataError", "NetworkError"}
-    seen = 0
-    while exc is not None and seen < 8:
-        if any(cls.__name__ in names for cls in type(exc).__mro__):
-            return True
-        text = str(exc)
-        if "local_files_only" in text or "offline mode" in text.lower() or "couldn't connect" in text \
-                or "cannot find the requested files in the local cache" in text or "not cached" in text.lower():
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
+# What an error (or one it wraps) says, by its class names and its words: each library words it its own way.
+UNKNOWN = ({"RepositoryNotFoundError", "RevisionNotFoundError", "RemoteEntryNotFoundError", "GatedRepoError"}, ())
+CUT_SHORT = ({"RemoteProtocolError", "IncompleteRead", "ChunkedEncodingError"},
+             ("complete message body", "incompleteread", "consistency check failed"))
+UNREACHABLE = ({"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectError", "ConnectTimeout", "ReadTimeout",
+                "TimeoutException", "ReadError", "ConnectionError", "HfHubHTTPError", "FileMetadataError",
+                "NetworkError"},
+               ("local_files_only", "offline mode", "couldn't connect",
+                "cannot find the requested files in the local cache", "not cached"))
 
 
-def _cut_short(exc: BaseException) -> bool:
-    """Whether `exc` (or what it wraps) is a transfer that ended before its announced length."""
-    seen = 0
-    while exc is not None and seen < 8:
-        text = str(exc)
-        if "complete message body" in text or "IncompleteRead" in text or "Consistency check failed" in text \
-                or type(exc).__name__ in ("RemoteProtocolError", "IncompleteRead", "ChunkedEncodingError"):
+def _says(exc: BaseException | None, kind: tuple[set[str], tuple[str, ...]]) -> bool:
+    """Whether `exc` or an error it wraps (its cause or context) is of `kind` (class names, phrases)."""
+    names, phrases = kind
+    for _ in range(8):
+        if exc is None:
+            return False
+        text = str(exc).lower()
+        if any(cls.__name__ in names for cls in type(exc).__mro__) or any(p in text for p in phrases):
             return True
         exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
-
-
-def _unknown_name(exc: BaseException) -> bool:
-    names = {"RepositoryNotFoundError", "RevisionNotFoundError", "RemoteEntryNotFoundError", "GatedRepoError"}
-    seen = 0
-    while exc is not None and seen < 8:
-        if any(cls.__name__ in names for cls in type(exc).__mro__):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
     return False
 
 
@@ -169,10 +140,6 @@ def from_hub(what: str, load: Callable[[], T]) -> T:
     `what` names the weight for messages ("text model 'bert-base-cased'"). Unknown names and an
     unreachable hub become one `HubError`; errors that are not about the hub pass through.
     """
-    try:
-        import huggingface_hub  # noqa: F401
-    except ImportError:  # pragma: no cover - every client depends on it
-        return load()
     if not offline_requested():
         try:
             with cache_only():
@@ -188,14 +155,14 @@ def from_hub(what: str, load: Callable[[], T]) -> T:
     except VideoTextError:
         raise
     except Exception as exc:  # noqa: BLE001 - sorted by what it says about the hub
-        if _unknown_name(exc):
+        if _says(exc, UNKNOWN):
             raise HubError(f"{what}: not found on the hub at {endpoint()} ({_first_line(exc)}); check the name, "
                            f"or give a local file or folder") from None
-        if _cut_short(exc):
+        if _says(exc, CUT_SHORT):
             raise HubError(f"{what}: the download from {endpoint()} was cut short ({_first_line(exc)}); nothing "
                            f"incomplete is loaded: run the command again to resume it (cache folder "
                            f"{cache_folder()})") from None
-        if _network_error(exc):
+        if _says(exc, UNREACHABLE):
             raise HubError(unreachable_message(what, exc)) from None
         raise
 

@@ -27,13 +27,12 @@ Text encoders take the spec string `openclip:ARCH@PRETRAINED` (`PRETRAINED` opti
 """
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import torch
 
-from videotext.errors import VideoTextError
+from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub, real_tokenizer
 
 T = TypeVar("T")
@@ -63,12 +62,6 @@ def _open_clip():
     except ImportError:  # pragma: no cover - a dependency of the package
         raise VideoTextError("CLIP models need the package open-clip-torch (pip install open-clip-torch)") from None
     return open_clip
-
-
-def closest(name: str, choices: list[str], count: int = 5) -> list[str]:
-    """The valid names nearest to a misspelt `name` (difflib, case-insensitive), best first."""
-    lower = {c.lower(): c for c in choices}
-    return [lower[c] for c in difflib.get_close_matches(str(name).lower(), list(lower), n=count, cutoff=0.5)]
 
 
 def _closest_text(name: str, choices: list[str]) -> str:
@@ -123,16 +116,19 @@ def _build_options(arch: str, pretrained: str) -> dict[str, Any]:
     return {"force_quick_gelu": True} if needs_quick_gelu(arch, pretrained) else {}
 
 
+def _text_cfg(arch: str, key: str) -> str:
+    config = _open_clip().get_model_config(arch) if ":" not in arch else None
+    return str(((config or {}).get("text_cfg") or {}).get(key, "") or "")
+
+
 def hf_text_name(arch: str) -> str:
     """The HF transformers model an architecture's text tower is built from (`xlm-roberta-base`), or ""."""
-    config = _open_clip().get_model_config(arch) if ":" not in arch else None
-    return str(((config or {}).get("text_cfg") or {}).get("hf_model_name", "") or "")
+    return _text_cfg(arch, "hf_model_name")
 
 
 def hf_tokenizer_name(arch: str) -> str:
     """The HF tokenizer an architecture uses (`xlm-roberta-base`), or "" for open_clip's own BPE."""
-    config = _open_clip().get_model_config(arch) if ":" not in arch else None
-    return str(((config or {}).get("text_cfg") or {}).get("hf_tokenizer_name", "") or "")
+    return _text_cfg(arch, "hf_tokenizer_name")
 
 
 def weight_name(arch: str, pretrained: str = "") -> str:

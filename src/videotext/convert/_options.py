@@ -35,12 +35,11 @@ misspelt-option case for it, and its docs page (docs/methods/<name>.md) a table 
 """
 from __future__ import annotations
 
-import difflib
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from videotext.errors import VideoTextError
+from videotext.errors import VideoTextError, closest
 
 GIVEN = "option"
 DEFAULT = "default: "
@@ -142,7 +141,7 @@ class Options:
         unknown = [k for k in given if k not in self.options]
         if unknown:
             key = unknown[0]
-            near = difflib.get_close_matches(key, list(self.options), n=1)
+            near = closest(key, self.options, count=1, cutoff=0.6)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise VideoTextError(f"convert {self.method}: unknown option {key!r}{hint}; "
                                  f"valid options: {', '.join(sorted(self.options))}")

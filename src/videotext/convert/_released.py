@@ -93,6 +93,8 @@ def find(name: str) -> Released | None:
 
 def table_lines(method: str | None = None) -> list[str]:
     """`videotext convert --list`: per paper, each checkpoint's name, training data, figure and URL."""
+    if method is not None and method not in PAPERS:
+        raise VideoTextError(f"convert --list: no released checkpoints listed for {method!r}; listed: {sorted(PAPERS)}")
     lines: list[str] = []
     for paper in PAPERS if method is None else [method]:
         lines += ["", PAPERS[paper]] if lines else [PAPERS[paper]]

@@ -32,7 +32,7 @@ from videotext import openclip
 from videotext.config import ConfigError
 from videotext.data.frames import AlternatingBatches, FrameBatches, FrameSpec, cached_source, eval_video_batches
 from videotext.data.schema import VideoTextDataset
-from videotext.errors import VideoTextError
+from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub
 from videotext.losses import info_nce
 from videotext.models.base import Method, register
@@ -156,15 +156,12 @@ def clip_quick_gelu(vit_checkpoint: str) -> bool:
 
 def known_timm_name(name: str, source: str) -> None:
     """A `timm:NAME` whose NAME timm has pretrained weights for, else one line listing the closest names."""
-    import difflib
-
     import timm
 
     names = timm.list_pretrained()
     if name in names or (name in timm.list_models() and "." not in name):
         return
-    close = difflib.get_close_matches(name, names, n=5, cutoff=0.6) or \
-        difflib.get_close_matches(name.split(".")[0], timm.list_models(), n=5, cutoff=0.6)
+    close = closest(name, names, cutoff=0.6) or closest(name.split(".")[0], timm.list_models(), cutoff=0.6)
     raise ConfigError(f"model.vit_checkpoint {source!r}: timm has no pretrained weights named {name!r}; "
                       f"closest: {', '.join(close) or 'none'} (timm.list_pretrained() lists them)")
 

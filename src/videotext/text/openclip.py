@@ -12,7 +12,8 @@ multilingual CLIP) pool and project as open_clip's `HFTextEncoder` does (its poo
 mean over tokens, then its projection), with its HF tokenizer: captions in any language the
 tokenizer covers.
 
-On the CPU without gradients (open_clip's own text transformer) (search, eval, index build, a frozen tower) the blocks run with
+For open_clip's own text transformer, on the CPU without gradients (search, eval, index build, a
+frozen tower), the blocks run with
 pre-packed weights (`videotext.openclip.PackedTextTransformer`): the same states, bit for bit
 under bf16 autocast and to fp32 round-off otherwise, in about half the time of a single query.
 """

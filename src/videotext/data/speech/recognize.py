@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from videotext.download import cache_root
-from videotext.errors import VideoTextError
+from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub
 from videotext.io import atomic_path
 from videotext.runtime import physical_cores
@@ -129,13 +129,11 @@ def whisper_model_path(model: str) -> str:
 
 def known_whisper_name(name: str) -> None:
     """A Whisper folder, hub id (ORG/NAME) or size faster-whisper knows, else one line with the closest sizes."""
-    import difflib
-
     from faster_whisper import available_models
 
     if Path(name).is_dir() or "/" in name or name in available_models():
         return
-    close = difflib.get_close_matches(name, available_models(), n=4, cutoff=0.5)
+    close = closest(name, available_models(), count=4)
     raise SpeechError(f"Whisper model {name!r}: not a size faster-whisper knows; closest: {', '.join(close) or 'none'} "
                       f"(all: {', '.join(available_models())}); or a hub id ORG/NAME or a CTranslate2 model folder")
 
