@@ -23,8 +23,8 @@ from videotext.data.experts.appearance import (
     load_state_dict_by_position,
 )
 from videotext.data.experts.audio import hz_to_mel, log_mel_spectrogram, mel_filterbank
-from videotext.data.experts.decode import Item
-from videotext.data.experts.extract import extract_features, extract_one, plan_extraction
+from videotext.data.experts.decode import Item, extract_expert, extract_one
+from videotext.data.experts.extract import extract_features, plan_extraction
 from videotext.data.experts.motion import MotionExpert, flow_statistics
 from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.experts.words import glove_files, load_glove, read_string_column, tokenize
@@ -169,7 +169,8 @@ def _resize_short(images: list[np.ndarray], size: int = 224) -> list[np.ndarray]
 
 def test_motion_of_a_square_moving_right(tmp_path):
     path = write_video(tmp_path / "right.mp4", moving_square(seconds=3, size=128, speed_px=2), 8)
-    features, stamps = MotionExpert(rate=1.0).extract(path)
+    output = extract_expert(MotionExpert(rate=1.0), path)
+    features, stamps = output.features, output.timestamps
     assert features.shape == (3, 80)
     np.testing.assert_allclose(stamps, [0, 1, 2])
     speed = 2 * 8 / 128  # px/frame · frames/s / width = 0.125 widths per second
@@ -221,10 +222,11 @@ def test_pure_tone_lands_in_its_mel_band():
 
 def test_audio_from_a_file_and_missing_audio(tmp_path):
     loud = write_video(tmp_path / "tone.mp4", moving_square(seconds=2), 8, audio=tone(2.0, 1000.0))
-    features, stamps = get_expert("audio").extract(loud)
+    output = extract_expert(get_expert("audio"), loud)
+    features, stamps = output.features, output.timestamps
     assert features.shape == (2, 128) and features[:, :64].argmax(1).tolist() == [mel_filterbank()[32].argmax()] * 2
     silent = write_video(tmp_path / "silent.mp4", moving_square(seconds=2.5), 8)
-    output = get_expert("audio").extract_output(silent)
+    output = extract_expert(get_expert("audio"), silent)
     assert output.missing and output.features.shape == (3, 128) and not output.features.any()
     np.testing.assert_allclose(output.timestamps, [0, 1, 2])
 
@@ -250,11 +252,12 @@ def test_glove_vectors_match_the_package_file():
 def test_words_expert_timestamps_and_missing():
     expert = get_expert("words")
     speech = [Segment(4.0, 6.0, "Add the zzqxv salt"), Segment(0.0, 1.0, "Hello")]
-    features, stamps = expert.extract(None, speech=speech)
+    output = extract_expert(expert, None, speech=speech)
+    features, stamps = output.features, output.timestamps
     vocab, vectors = load_glove()
     np.testing.assert_array_equal(features, vectors[[vocab["hello"], vocab["add"], vocab["the"], vocab["salt"]]])
     np.testing.assert_allclose(stamps, [0.0, 4.0, 4.5, 5.5])  # 4 tokens spread over [4, 6); OOV dropped
-    output = expert.extract_output(None, speech=[])
+    output = extract_expert(expert, None, speech=[])
     assert output.missing and output.features.shape == (0, 50) and output.step == 0.0
 
 

@@ -108,6 +108,7 @@ def test_bad_clip_names_are_user_errors(weights):
 
 def test_clip_expert_round_trips_through_a_store(tmp_path, weights, reference):
     from videotext.data.experts import expert_class, extract_features, get_expert, options_from_config
+    from videotext.data.experts.decode import extract_expert
     from videotext.data.features import FeatureStore
 
     folder = real_clips(tmp_path)
@@ -121,7 +122,8 @@ def test_clip_expert_round_trips_through_a_store(tmp_path, weights, reference):
     assert features.shape == (len(times), 32) and np.allclose(np.diff(times), 1.0)
     # the recorded options rebuild the same expert: same features for the same video
     expert = get_expert("clip", **options_from_config("clip", config))
-    again, again_times = expert.extract(folder / "bigbuckbunny.mp4")
+    output = extract_expert(expert, folder / "bigbuckbunny.mp4")
+    again, again_times = output.features, output.timestamps
     np.testing.assert_allclose(again, features, atol=1e-5)
     # and they are open_clip's encode_image of the centre frames (decoded at their native size) through
     # open_clip's own val transform on PIL images

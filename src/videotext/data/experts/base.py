@@ -14,6 +14,10 @@ the start of each step):
 Steps: an expert with rate r (steps per second) describes a video of duration d with
 ceil(d r) steps starting at k / r. When the input is absent (no audio track, no
 speech), `missing` is set on the stored entry (see `videotext.data.features`).
+
+Running experts on a video is the extraction driver's business, not the expert's:
+`videotext.data.experts.decode.extract_one` (one video, in this process) and
+`videotext.data.experts.extract.extract_features` (many videos into a store).
 """
 from __future__ import annotations
 
@@ -64,16 +68,6 @@ class Expert(ABC):
         if not self.rate:
             raise ValueError(f"expert {self.name!r} has no fixed rate")
         return step_starts(duration, self.rate)
-
-    def extract(self, source: Any, *, speech: Sequence[Segment] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Features [T, D] and timestamps [T] of one video file (None for speech-only experts)."""
-        output = self.extract_output(source, speech=speech)
-        return output.features, output.timestamps
-
-    def extract_output(self, source: Any, *, speech: Sequence[Segment] | None = None) -> ExpertOutput:
-        from videotext.data.experts.extract import extract_one  # extract imports base: a cycle at the top
-
-        return extract_one(source, [self], speech=speech)[self.name]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.config().items() if k != 'expert')})"

@@ -7,15 +7,19 @@ crops); audio is decoded once per sample rate; speech needs no decoding. `decode
 does the same for a long video one `chunk_seconds` stretch at a time, skipping the chunks
 already staged (`videotext.data.experts.chunks`). `finish_networks` then runs the experts'
 networks over several decoded videos at once. Errors are captured per expert, never raised.
+
+`extract_one` does all of it for one video in this process and raises on failure;
+`extract_expert` is one expert's output of one video.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -301,3 +305,25 @@ def finish_networks(decoded: list[Decoded], experts: dict[str, Expert]) -> None:
         for d, features in zip(holders, finished):
             d.outputs[name].features = features
             d.seconds[name] = d.seconds.get(name, 0.0) + share
+
+
+def extract_one(source: str | os.PathLike | None, experts: Sequence[Expert], *,
+                speech: Sequence[Segment] | None = None, window: float | None = 60.0) -> dict[str, ExpertOutput]:
+    """Run experts on one video file (None for speech-only experts); raises on failure."""
+    item = Item("video", None if source is None else Path(source), list(speech or []), [e.name for e in experts])
+    by_name = {e.name: e for e in experts}
+    decoded = decode_item(item, by_name, window)
+    finish_networks([decoded], by_name)
+    if decoded.errors:
+        name, message = next(iter(decoded.errors.items()))
+        if decoded.error_types[name] == "VideoDecodeError":
+            raise VideoDecodeError(source, message.removeprefix(f"{source}: "))
+        raise RuntimeError(f"expert {name!r} failed on {source}: {message}")
+    return decoded.outputs
+
+
+def extract_expert(expert: Expert, source: str | os.PathLike | None, *,
+                   speech: Sequence[Segment] | None = None) -> ExpertOutput:
+    """One expert's features [T, D] and timestamps [T] of one video file (None for speech-only
+    experts), with its step and `missing` flag; raises on failure."""
+    return extract_one(source, [expert], speech=speech)[expert.name]

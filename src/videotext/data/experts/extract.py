@@ -48,15 +48,15 @@ from typing import Any, Iterable, Iterator, Sequence
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from videotext import distributed as dist
-from videotext.data.experts import get_expert
-from videotext.data.experts.base import Expert, ExpertOutput, FrameExpert
+from videotext.data.experts.base import Expert, FrameExpert
 from videotext.data.experts.chunks import ChunkStage
-from videotext.data.experts.decode import Decoded, Item, decode_chunks, decode_item, finish_networks
+from videotext.data.experts.decode import Decoded, Item, decode_chunks, finish_networks
+from videotext.data.experts.registry import expert_class, get_expert
 from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.features import FeatureStore, FeatureWriter
 from videotext.data.media_files import find_videos
-from videotext.data.schema import Segment, VideoTextDataset
-from videotext.errors import DataFormatError, VideoDecodeError, VideoTextError
+from videotext.data.schema import VideoTextDataset
+from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import FailureLog
 from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
 
@@ -82,26 +82,6 @@ def resolve_source(source: Any) -> list[Item]:
     if isinstance(source, Iterable):
         return [Item(Path(p).stem, Path(p)) for p in source]
     raise TypeError(f"cannot extract features from {type(source).__name__}")
-
-
-# ------------------------------------------------------------------------------------
-# one video, in this process
-# ------------------------------------------------------------------------------------
-
-
-def extract_one(source: str | os.PathLike | None, experts: Sequence[Expert], *,
-                speech: Sequence[Segment] | None = None, window: float | None = 60.0) -> dict[str, ExpertOutput]:
-    """Run experts on one video file (None for speech-only experts); raises on failure."""
-    item = Item("video", None if source is None else Path(source), list(speech or []), [e.name for e in experts])
-    by_name = {e.name: e for e in experts}
-    decoded = decode_item(item, by_name, window)
-    finish_networks([decoded], by_name)
-    if decoded.errors:
-        name, message = next(iter(decoded.errors.items()))
-        if decoded.error_types[name] == "VideoDecodeError":
-            raise VideoDecodeError(source, message.removeprefix(f"{source}: "))
-        raise RuntimeError(f"expert {name!r} failed on {source}: {message}")
-    return decoded.outputs
 
 
 # ------------------------------------------------------------------------------------
@@ -168,8 +148,6 @@ def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size
         if isinstance(name, Expert):
             built[name.name] = name
             continue
-        from videotext.data.experts import expert_class  # the package imports extract: a cycle at the top
-
         cls = expert_class(name)
         accepted = inspect.signature(cls).parameters
         kwargs = dict((options or {}).get(name, {}))
