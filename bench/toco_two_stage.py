@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 
 from videotext.eval.evaluate import encode_split
-from videotext.eval.retrieval import multi_caption_relevance, retrieval_metrics
+from videotext.eval.relevance import multi_caption_relevance
+from videotext.eval.retrieval import retrieval_metrics
 from videotext.inference import load_model
 from videotext.io import write_json
 from videotext.data.run_data import RunData

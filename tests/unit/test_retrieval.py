@@ -12,18 +12,20 @@ from hypothesis import strategies as st
 
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.eval import retrieval
-from videotext.eval.retrieval import (
+from videotext.eval.relevance import (
     Relevance,
-    aggregate_seeds,
     as_relevance,
     clip_sentence_relevance,
     dataset_caption_relevance,
-    format_mean_std,
-    format_table,
     invert_relevance,
     msrvtt_1ka_relevance,
     multi_caption_relevance,
     paragraph_video_relevance,
+)
+from videotext.eval.retrieval import (
+    aggregate_seeds,
+    format_mean_std,
+    format_table,
     retrieval_metrics,
     retrieval_metrics_both,
 )

@@ -27,7 +27,7 @@ from videotext.data.synthetic.sharing import sharing_matrix
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import encode_split, metric_directions, score
 from videotext.eval.protocols import evaluate_split
-from videotext.eval.retrieval import multi_caption_relevance
+from videotext.eval.relevance import multi_caption_relevance
 from videotext.inference import load_model
 
 

@@ -31,7 +31,7 @@ from videotext.data.synthetic.sharing import batch_event_sharing
 from videotext.encode import encode_texts, encode_videos
 from videotext.eval.evaluate import Encoded, metric_directions, score
 from videotext.eval.protocols import evaluate_split
-from videotext.eval.retrieval import dataset_caption_relevance
+from videotext.eval.relevance import dataset_caption_relevance
 from videotext.io import process_alive, write_json
 from videotext.train.schedules import depends_on_budget
 from videotext.train.trainer import Trainer, read_metrics_log

@@ -14,9 +14,8 @@ import torch
 
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import CaptionRef, VideoTextDataset
-from videotext.eval.retrieval import (
-    dataset_caption_relevance, invert_relevance, multi_caption_relevance, retrieval_metrics,
-)
+from videotext.eval.relevance import dataset_caption_relevance, invert_relevance, multi_caption_relevance
+from videotext.eval.retrieval import retrieval_metrics
 from videotext.embedding import Embedding
 from videotext.encode import encode_texts, encode_videos
 from videotext.runtime import full_precision

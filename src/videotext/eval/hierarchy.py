@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 from videotext.data.hierarchy import paragraph_sentences
 from videotext.eval.evaluate import evaluate
-from videotext.eval.retrieval import clip_sentence_relevance, paragraph_video_relevance, retrieval_metrics
+from videotext.eval.relevance import clip_sentence_relevance, paragraph_video_relevance
+from videotext.eval.retrieval import retrieval_metrics
 from videotext.runtime import to_device
 
 
