@@ -585,6 +585,7 @@ def search(
     """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
     from videotext.inference import load_model
     from videotext.search.index import Index
+    from videotext.search.runs import run_behind
     from videotext.search.spoken import SpokenIndex, check_by, search_by
 
     check_by(by)  # before loading anything
@@ -592,9 +593,7 @@ def search(
     if like is not None or like_id is not None or query is None:
         return _search_like(loaded, index, query, like, like_id, k, run_dir, as_json, where, precision, threads)
     spoken = SpokenIndex.load(index)
-    run = run_dir or loaded.meta.get("run_dir")
-    if not run and not (by == "said" and spoken is not None):
-        raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
+    run = None if by == "said" and spoken is not None else run_behind(loaded, run_dir, index)  # said: no model
     searcher = None if by == "said" else load_model(run, precision=precision, threads=threads)
     _print_hits(search_by(searcher, loaded, spoken, query, k=k, by=by, where=where), as_json)
 
@@ -765,13 +764,11 @@ def _search_like(loaded, index: Path, query: Optional[str], like: Optional[str],
                  threads: Optional[int]) -> None:
     """`search --like PATH` / `--like-id ID`: the entries most like an example file or entry."""
     from videotext.inference import load_model
+    from videotext.search.runs import run_behind
 
     if sum(x is not None for x in (query, like, like_id)) != 1:
         raise VideoTextError("search: give one of a text QUERY, --like PATH or --like-id ID")
-    run = run_dir or loaded.meta.get("run_dir")
-    if not run:
-        raise VideoTextError(f"{index}: the index does not name its run; pass --run RUN_DIR")
-    model = load_model(run, precision=precision, threads=threads)
+    model = load_model(run_behind(loaded, run_dir, index), precision=precision, threads=threads)
     _print_hits(model.search_like(like, loaded, k=k, like_id=like_id, where=where), as_json)
 
 

@@ -114,13 +114,13 @@ def public_path(path: str | None, root: str | None) -> str | None:
     return file.name
 
 
-def _load_searcher(index: Index, run_dir: str | Path | None, **settings: Any) -> Any:
+def _load_searcher(index: Index, run_dir: str | Path | None, where: str | Path | None = None,
+                   **settings: Any) -> Any:
+    """The model of `run_dir`, else of the run that built `index` (search.runs.run_behind)."""
     from videotext.inference import load_model  # torch and the methods: not loaded when a `searcher` is given
+    from videotext.search.runs import run_behind
 
-    run = run_dir or index.meta.get("run_dir")
-    if not run:
-        raise VideoTextError("the index does not name the run that built it; pass run_dir (--run RUN_DIR)")
-    return load_model(run, **settings)
+    return load_model(run_behind(index, run_dir, where), **settings)
 
 
 class _Thumbnails:
@@ -232,8 +232,8 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
                              "'import secrets; print(secrets.token_urlsafe(24))')")
     index = Index.load(index_dir)
     spoken = SpokenIndex.load(index_dir)  # None: built without --speech
-    searcher = searcher if searcher is not None else _load_searcher(index, run_dir, precision=precision,
-                                                                    threads=threads)
+    searcher = searcher if searcher is not None else _load_searcher(index, run_dir, index_dir,
+                                                                    precision=precision, threads=threads)
     model_lock = threading.Lock()  # one query at a time through the model (HF fast tokenizers are not re-entrant)
     thumbnails = _Thumbnails()
     app = FastAPI(title="videotext search", version="1", docs_url=None, redoc_url=None,
