@@ -427,10 +427,8 @@ def eval_command(
     threads: Optional[int] = threads_option(None),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
-    from videotext.data.run_data import RunData
-    from videotext.eval.protocols import evaluate_split
+    from videotext.eval.run_eval import evaluate_run
     from videotext.inference import load_model
-    from videotext.io import write_json
 
     model = load_model(run_dir, checkpoint, precision=precision, threads=threads)
     if data_config is not None:  # zero-shot on another dataset
@@ -438,20 +436,9 @@ def eval_command(
 
         model.config, report = zero_shot_config(model, data_config, checkpoint), False
         checkpoint = f"{checkpoint}_on_{Path(data_config).stem}"
-    data = RunData(model.config)
-    if split not in data.dataset.splits:
-        raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
-    dataset = data.split(split)
-    with model.autocast():
-        result = evaluate_split(model.method, dataset, data.read_features, device=model.device)
-    write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
+    result, page = evaluate_run(model, split, checkpoint, report=report)
     typer.echo(_metrics_text(result))
-    if report:
-        from videotext.eval.run_report import write_run_report
-
-        with model.autocast():
-            page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,
-                                    metrics=result, device=model.device)
+    if page is not None:
         typer.echo(f"report: {page}")
 
 

@@ -1,0 +1,44 @@
+"""Evaluate a trained run on one split (`videotext eval RUN`): the method's protocols, both directions.
+
+    run_dir/eval_{split}_{checkpoint}.json   the metrics (`evaluate_split`)
+    run_dir/report/index.html                the run report of that split (optional)
+
+The model is a loaded run (`videotext.inference.load_model`), used duck-typed: its `method`,
+`config`, `device`, `run_dir` and `autocast()`. Zero-shot evaluation on another dataset is the
+same with `model.config` given that dataset's data section first (`train.init_from.zero_shot_config`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from videotext.data.run_data import RunData
+from videotext.errors import VideoTextError
+from videotext.eval.protocols import evaluate_split
+from videotext.io import write_json
+
+
+def evaluate_run(model: Any, split: str = "test", checkpoint: str = "best",
+                 report: bool = True) -> tuple[dict[str, Any], Optional[Path]]:
+    """Evaluate `model` on `split` of the data of `model.config` at the model's inference precision.
+
+    Writes `model.run_dir/eval_{split}_{checkpoint}.json` (`checkpoint` names the file: the weights
+    are those already loaded) and, with `report`, the run report of the split. Returns the metrics
+    and the report page (None without `report`). A split the dataset lacks is a VideoTextError.
+    """
+    run_dir = Path(model.run_dir)
+    data = RunData(model.config)
+    if split not in data.dataset.splits:
+        raise VideoTextError(f"{model.config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
+    dataset = data.split(split)
+    with model.autocast():
+        result = evaluate_split(model.method, dataset, data.read_features, device=model.device)
+    write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
+    if not report:
+        return result, None
+    from videotext.eval.run_report import write_run_report
+
+    with model.autocast():
+        page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,
+                                metrics=result, device=model.device)
+    return result, page
