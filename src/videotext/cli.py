@@ -292,23 +292,18 @@ def train(
             typer.echo(f"report: {page}")
         typer.echo(f"run: {run_dir}")
         return
-    from videotext.eval.retrieval import aggregate_seeds, format_mean_std
-    from videotext.io import write_json
+    from videotext.eval.compare import SEEDS_SUMMARY
+    from videotext.eval.retrieval import format_mean_std
+    from videotext.train.seeds import train_seeds
 
-    results = []
-    for seed in [int(s) for s in split_list(seeds)]:
-        seeded = load_config(config, list(set_ or []) + [f"train.seed={seed}"])
-        result = Trainer(seeded, run_dir / f"seed_{seed}", resume=resume, progress=progress).fit()
-        typer.echo(f"seed {seed}: " + _metrics_text(result))
-        results.append(result)
-    directions = [k for k, v in results[0].items() if isinstance(v, dict)]
-    summary = {d: aggregate_seeds([r[d] for r in results if d in r]) for d in directions}
-    write_json(run_dir / "seeds_summary.json", {"seeds": split_list(seeds), **summary})
+    seed_list = split_list(seeds)
+    summary = train_seeds(config, set_, seed_list, run_dir, resume=resume, progress=progress,
+                          on_result=lambda seed, result: typer.echo(f"seed {seed}: " + _metrics_text(result)))
     for direction, metrics in summary.items():
-        if "R1" not in metrics:
+        if not isinstance(metrics, dict) or "R1" not in metrics:
             continue
         typer.echo(direction + "  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in ("R1", "R5", "R10", "MdR")))
-    typer.echo(f"mean ± std over {len(results)} seeds: {run_dir / 'seeds_summary.json'}")
+    typer.echo(f"mean ± std over {len(seed_list)} seeds: {run_dir / SEEDS_SUMMARY}")
 
 
 benchmark_app = typer.Typer(help="Train and test every method on one data set, several seeds; write the table.",

@@ -18,6 +18,8 @@ from videotext.eval.report.plots import new_figure, save_figure
 from videotext.eval.retrieval import aggregate_seeds
 from videotext.io import write_json
 
+SEEDS_SUMMARY = "seeds_summary.json"  # mean ± std of a `--seeds` folder (written by videotext.train.seeds)
+
 
 def _direction(path: Path, data: dict[str, Any], direction: str) -> dict[str, Any]:
     if direction not in data:
@@ -41,14 +43,14 @@ def run_metrics(run_dir: str | Path, direction: str = "t2v") -> dict[str, Any]:
     A `--seeds` folder gives its seeds_summary.json, or, while that is not written (seeds
     trained as separate jobs into `seed_N/`), the mean ± std of its finished seeds."""
     run_dir = Path(run_dir)
-    for name in ("seeds_summary.json", "test_metrics.json"):
+    for name in (SEEDS_SUMMARY, "test_metrics.json"):
         path = run_dir / name
         if path.exists():
             return _direction(path, json.loads(path.read_text(encoding="utf-8")), direction)
     seeds = seed_metrics(run_dir, direction)
     if seeds:
         return aggregate_seeds(list(seeds.values()))
-    raise VideoTextError(f"{run_dir}: no test_metrics.json, seeds_summary.json or seed_N/test_metrics.json "
+    raise VideoTextError(f"{run_dir}: no test_metrics.json, {SEEDS_SUMMARY} or seed_N/test_metrics.json "
                          "(is the run finished?)")
 
 
