@@ -67,7 +67,7 @@ from videotext.inference import LoadedModel, load_model
 from videotext.io import write_json
 from videotext.models import build_method
 from videotext.runtime import BF16_MIN_COSINE, PRECISION_TABLE, cpu_supports_bf16, set_threads
-from videotext.search.index import sliding_windows
+from videotext.search.windows import sliding_windows
 from videotext.search.windows import window_clips
 from videotext.train.checkpoint import save_checkpoint, seed_everything
 

@@ -105,7 +105,7 @@ def query_latency(lines: int = 100_000, queries: int = 20) -> dict:
     """Seconds of one `--by said` query over `lines` transcript lines (random words of the 24
     sentences, 10 per line; random unit sentence vectors stand in for encoded lines): p50 and p90."""
     from tests.speech_media import SENTENCES
-    from videotext.search.index import Entry
+    from videotext.search.entries import Entry
     from videotext.search.spoken import SaidLine, SpokenIndex
 
     rng = np.random.default_rng(0)

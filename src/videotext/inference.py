@@ -18,10 +18,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import os
-import shutil
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -35,14 +33,11 @@ from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
-from videotext.io import atomic_path
-from videotext.models.base import Method, build_method, concat_embeddings
+from videotext.models.base import Method
+from videotext.models.registry import build_method
 from videotext.runtime import autocast, network_precision, resolve_device, retain_freed_memory, set_threads
-from videotext.search.build import (IndexPlan, features_folder, fingerprint_videos, index_entries, new_index,
-                                    parts_folder, plan_index, read_source)
+from videotext.search.build import BuildPlan, build_index
 from videotext.search.index import Index
-from videotext.search.milvus import MilvusIndex
-from videotext.search.windows import window_clips
 from videotext.train.checkpoint import load_meta, load_weights
 
 # --- the dtype boundary of the public API ------------------------------------------------
@@ -120,15 +115,6 @@ class _ArrayStore:
     def get(self, expert: str, key: str) -> tuple[np.ndarray, np.ndarray]:
         values = self.arrays[expert][int(key)]  # [T, D]
         return values, np.full(len(values), np.nan)
-
-
-class BuildPlan(NamedTuple):
-    """What `LoadedModel.build_index` does, decided on rank 0 before anything is decoded."""
-
-    plan: IndexPlan  # videos to add, entries to remove and keep
-    fingerprints: dict[str, dict]  # video id -> content fingerprint of its file
-    to_server: bool  # a Milvus server: under torchrun every rank inserts its own rows
-    nothing_to_add: bool  # an update that only removes entries (or changes nothing)
 
 
 class LoadedModel:
@@ -283,15 +269,32 @@ class LoadedModel:
         cls = type(self.method)
         return hasattr(self.method, "rerank") or cls.similarity is not Method.similarity
 
+    @property
+    def method_name(self) -> str:
+        """The method's registered name (the `model` an index built with it records)."""
+        return self.config.method
+
+    def video_embedding(self, dataset: VideoTextDataset, features: VideoFeatures) -> Any:
+        """The method's embedding of every video (tensor or dict of tensors, N first), at the
+        run's precision: what an index stores (`index_vectors`, `index_parts`)."""
+        with self.autocast():
+            return encode_videos(self.method, dataset, features, device=self.device)
+
+    def index_vectors(self, embedding: Any) -> np.ndarray:
+        """The index vectors [N, D] (float32) of a method embedding."""
+        return self.method.index_vectors(embedding).float().numpy()
+
+    def index_parts(self, embedding: Any) -> dict[str, np.ndarray] | None:
+        """What re-scoring reads of each video (`rescores`): the embedding's parts by name, else None."""
+        if not self.rescores:
+            return None
+        parts = embedding if isinstance(embedding, dict) else {"video": embedding}
+        return {name: value.numpy() for name, value in parts.items()}
+
     def add_to_index(self, index: Any, embedding: Any, entries: Sequence[Any]) -> None:
         """Add a method embedding (tensor or dict of tensors, N first) to `index`: its
         `index_vectors`, plus the parts re-scoring needs when `rescores`."""
-        vectors = self.method.index_vectors(embedding).float().numpy()
-        parts = None
-        if self.rescores:
-            parts = embedding if isinstance(embedding, dict) else {"video": embedding}
-            parts = {name: value.numpy() for name, value in parts.items()}
-        index.add(vectors, entries, parts=parts)
+        index.add(self.index_vectors(embedding), entries, parts=self.index_parts(embedding))
 
     def rescore(self, text: Any, candidates: dict[str, np.ndarray]) -> torch.Tensor:
         """The method's own scores of one query against stored candidate parts → [C]."""
@@ -326,116 +329,12 @@ class LoadedModel:
         names the videos it is writing in index.json until it is done, and the next update
         encodes those again. So a failed build or update leaves the previous index searchable.
 
-        The steps: `read_source` → `plan_update` (fingerprints, the update diff, stale
-        features discarded) → `index_inputs` (features, extracted where missing; windows) →
-        encode → `write_index` (entries, vectors; removals last; save). Under torchrun
-        (`_build_index_by_rank`) the same steps run with the extraction and the encoding
-        sharded by rank."""
-        source = source if isinstance(source, VideoTextDataset) else Path(source)
-        dataset = read_source(source)
-        features_dir = Path(features_dir) if features_dir is not None else features_folder(out, self.run_dir)
+        The steps are `videotext.search.build.build_index`'s, with this model passed in; under
+        torchrun the same driver runs on every rank with its share of the videos."""
         if dist.env_world_size() > 1:
             self._join_ranks()
-        index = self.open_index(out) if update and dist.is_main() else None
-        build = dist.broadcast_object(self.plan_update(dataset, index, features_dir, store, progress)
-                                      if dist.is_main() else None)
-        self.last_build = build  # what this build did (the command line reports it)
-        todo = dataset.subset(build.plan.add)
-        if dist.env_world_size() > 1:
-            return self._build_index_by_rank(source, todo, index, build, out, features_dir, progress, window, stride,
+        index, self.last_build = build_index(self, source, out, features_dir, progress, update, window, stride,
                                              store, collection)
-        if build.nothing_to_add:
-            return self.finish_index(index, build.plan, set(), out)
-        todo, reader = self.index_inputs(source, todo, features_dir, progress, window, stride, build.fingerprints)
-        with self.autocast():
-            embedding = encode_videos(self.method, todo, reader, device=self.device)
-        index = index if index is not None else self.new_index(self._index_dim(embedding), store, collection)
-        return self.write_index(index, todo, embedding, out, build.plan, build.fingerprints)
-
-    def plan_update(self, dataset: VideoTextDataset, index: Any, features_dir: Path, store: str,
-                    progress: bool) -> "BuildPlan":
-        """What a build does (`BuildPlan`), decided before anything is decoded. Features of a
-        video whose file changed since they were extracted (by the store's `sources.json` or
-        the index's entries) are discarded, to be extracted again."""
-        entries = index.entries() if index is not None else []
-        features = FeatureStore(features_dir)
-        sources = features.sources() if features_dir.is_dir() else {}
-        fingerprints = fingerprint_videos(dataset, entries, sources, progress)
-        plan = plan_index(dataset, entries, fingerprints, index.meta.get("pending", ()) if index is not None else ())
-        stale = {dataset[i].key for i in plan.changed}
-        stale |= {v.key for v in dataset if v.id in fingerprints
-                  and sources.get(v.key, {}).get("hash") not in (None, fingerprints[v.id]["hash"])}
-        if stale and features_dir.is_dir():
-            features.discard(stale)
-        to_server = index.is_server if isinstance(index, MilvusIndex) else index is None and store.startswith("http")
-        return BuildPlan(plan, fingerprints, to_server, nothing_to_add=index is not None and not plan.add)
-
-    def open_index(self, out: str | Path | None) -> Index | None:
-        """The index at `out` to update (None when there is none yet); it must be this method's."""
-        if out is None or not (Path(out) / "index.json").is_file():
-            return None
-        index = Index.load(out)
-        if index.model != self.config.method:
-            raise VideoTextError(f"{out}: index of method {index.model!r}, this run is {self.config.method!r}; "
-                                 "rebuild it without update")
-        return index
-
-    def index_inputs(self, source: Any, dataset: VideoTextDataset, features_dir: str | Path, progress: bool,
-                     window: float | None, stride: float | None,
-                     fingerprints: dict[str, dict] | None = None) -> tuple[VideoTextDataset, VideoFeatures]:
-        """The videos (or their windows) to encode and their feature reader: features are
-        extracted where missing (and the media fingerprints they came from recorded), videos
-        no expert could read are left out."""
-        reader = self.features_for(dataset, features_dir, progress, whole_videos=not window)
-        present = [v for v in dataset if any(reader.store.has(e, v.key) for e in self.experts)]
-        if not present:
-            raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
-        if fingerprints and dist.is_main():
-            reader.store.record_sources({v.key: {**fingerprints[v.id], "path": os.path.abspath(dataset.media_path(v))}
-                                         for v in present if v.id in fingerprints})
-        dataset = dataset.subset([v.id for v in present])
-        if window:
-            dataset, reader = window_clips(dataset, reader, window, stride or window / 2)
-        return dataset, reader
-
-    def new_index(self, dim: int, store: str = "faiss", collection: str = "videotext") -> Any:
-        """An empty index for this method's `dim`-d vectors; a fresh Milvus build over an
-        existing collection goes into a staging collection (`MilvusIndex.publish`)."""
-        index = new_index(dim, self.config.method, store, collection, staged=True)
-        index.meta["run_dir"] = str(self.run_dir.resolve())
-        return index
-
-    def write_index(self, index: Any, dataset: VideoTextDataset, embedding: Any, out: str | Path | None,
-                    plan: IndexPlan | None = None, fingerprints: dict[str, dict] | None = None) -> Any:
-        """Add the encoded videos of `dataset` (embedding rows in dataset order) to `index`,
-        then remove what `plan` drops and save it to `out` (when given). A Milvus update
-        first records the videos it writes as pending (see `build_index`)."""
-        if dataset.root is not None:  # the indexed folder: the HTTP API shows paths relative to it
-            index.meta["root"] = os.path.abspath(dataset.root)
-        entries = index_entries(dataset, fingerprints)
-        self.mark_pending(index, plan, out)
-        if embedding is not None:
-            self.add_to_index(index, embedding, entries)
-        return self.finish_index(index, plan, {e.id for e in entries}, out)
-
-    @staticmethod
-    def mark_pending(index: Any, plan: IndexPlan | None, out: str | Path | None) -> None:
-        """Before writing into a Milvus collection in place, name the videos written in index.json."""
-        if isinstance(index, MilvusIndex) and index.final is None and out is not None and plan is not None:
-            index.meta["pending"] = list(plan.add)
-            index.save(out)
-
-    @staticmethod
-    def finish_index(index: Any, plan: IndexPlan | None, added: set[str], out: str | Path | None) -> Any:
-        """The last writes of a build or an update: the entries `plan` drops (those not just
-        re-added under the same id), a staging collection swapped in, the folder saved."""
-        if plan is not None:
-            index.remove([i for i in plan.remove if i not in added])
-        index.meta.pop("pending", None)
-        if isinstance(index, MilvusIndex):
-            index.publish()
-        if out is not None:
-            index.save(out)
         return index
 
     def _join_ranks(self) -> None:
@@ -444,93 +343,6 @@ class LoadedModel:
         if rank_device is not None and rank_device != self.device:
             self.device = rank_device
             self.method.to(rank_device)
-
-    def _build_index_by_rank(self, source: Any, todo: VideoTextDataset, index: Any, build: "BuildPlan",
-                             out: str | Path | None, features_dir: Path, progress: bool, window: float | None,
-                             stride: float | None, store: str, collection: str) -> Any:
-        """`build_index` under torchrun: the extraction is sharded (`features_for`) and rank r
-        encodes videos r::R. Into a Milvus server every rank inserts its own rows into the
-        collection rank 0 prepared (`_insert_by_rank`); into FAISS or Milvus Lite (one writer)
-        the ranks leave their embeddings in part files and rank 0 merges and writes them.
-        Every rank returns the index (None where Milvus Lite's file is held by rank 0)."""
-        reader = None
-        if not build.nothing_to_add:
-            todo, reader = self.index_inputs(source, todo, features_dir, progress, window, stride, build.fingerprints)
-        if build.to_server:
-            index = self._insert_by_rank(None if build.nothing_to_add else todo, reader, index, build, out, store,
-                                         collection)
-        else:
-            parts = parts_folder(out, features_dir)
-            embedding = None if build.nothing_to_add else self._encode_by_rank(todo, reader, parts)
-            if dist.is_main():
-                if index is None:
-                    index = self.new_index(self._index_dim(embedding), store, collection)
-                self.write_index(index, todo, embedding, out, build.plan, build.fingerprints)
-                shutil.rmtree(parts, ignore_errors=True)
-        lite = dist.broadcast_object(isinstance(index, MilvusIndex) and not index.is_server if dist.is_main() else None)
-        if dist.is_main():
-            return index
-        return None if out is None or lite else Index.load(out)
-
-    def _insert_by_rank(self, todo: VideoTextDataset | None, reader: VideoFeatures | None, index: Any,
-                        build: "BuildPlan", out: str | Path | None, store: str, collection: str) -> Any:
-        """Every rank encodes videos r::R and upserts them into the Milvus server's collection,
-        which rank 0 opened (or created, staged over an existing one) and marked pending;
-        after a barrier rank 0 removes what the plan drops, publishes and saves the folder
-        (and returns the index; the other ranks None)."""
-        added: set[str] = set()
-        if todo is not None:
-            mine = todo.subset([v.id for v in list(todo)[dist.rank() :: dist.world()]])
-            embedding = None
-            if len(mine):
-                with self.autocast():
-                    embedding = encode_videos(self.method, mine, reader, device=self.device)
-            dims = [d for d in dist.all_gather_object(None if embedding is None else self._index_dim(embedding))
-                    if d is not None]
-            if dist.is_main():
-                index = index if index is not None else self.new_index(dims[0], store, collection)
-                if todo.root is not None:
-                    index.meta["root"] = os.path.abspath(todo.root)
-                self.mark_pending(index, build.plan, out)
-            location, name, dim = dist.broadcast_object((index.location, index.collection, index.dim)
-                                                        if dist.is_main() else None)
-            if embedding is not None:
-                writer = index if dist.is_main() else MilvusIndex(location, dim, self.config.method, name, create=False)
-                self.add_to_index(writer, embedding, index_entries(mine, build.fingerprints))
-            added = {e.id for e in index_entries(todo)}
-            dist.barrier()  # every rank's rows are in
-        return self.finish_index(index, build.plan, added, out) if dist.is_main() else None
-
-    def _index_dim(self, embedding: Any) -> int:
-        """The dimension of this method's index vectors, read off an embedding."""
-        first = {k: v[:1] for k, v in embedding.items()} if isinstance(embedding, dict) else embedding[:1]
-        return int(self.method.index_vectors(first).shape[1])
-
-    def _encode_by_rank(self, dataset: VideoTextDataset, reader: VideoFeatures, parts: Path) -> Any:
-        """Embed this rank's videos (r::R) into `parts/rank<r>-of<R>.pt` (atomic; a finished
-        part is reused on restart, so a crashed rank is redone alone); after a barrier, rank
-        0 returns the embedding of every video in dataset order (the others None)."""
-        rank, world = dist.rank(), dist.world()
-        videos = list(dataset)
-        mine = [v.id for v in videos[rank::world]]
-        part = parts / f"rank{rank}-of{world}.pt"
-        done = part.is_file() and torch.load(part, map_location="cpu", weights_only=False)["ids"] == mine
-        if mine and not done:
-            with self.autocast():
-                embedding = encode_videos(self.method, dataset.subset(mine), reader, device=self.device)
-            parts.mkdir(parents=True, exist_ok=True)
-            with atomic_path(part) as tmp:
-                torch.save({"ids": mine, "embedding": embedding}, tmp)
-        dist.barrier()
-        if rank > 0:
-            return None
-        loaded = [torch.load(parts / f"rank{r}-of{world}.pt", map_location="cpu", weights_only=False)
-                  for r in range(world) if videos[r::world]]
-        merged = concat_embeddings([p["embedding"] for p in loaded])  # rows: rank 0's, rank 1's, …
-        order = [video_id for p in loaded for video_id in p["ids"]]
-        position = {video_id: i for i, video_id in enumerate(order)}
-        rows = torch.tensor([position[v.id] for v in videos])
-        return {k: v[rows] for k, v in merged.items()} if isinstance(merged, dict) else merged[rows]
 
     def search(self, query: str | Sequence[str], index: Any, k: int = 10, shortlist: int | None = None,
                where: str | None = None):

@@ -252,7 +252,8 @@ def test_an_update_cut_short_leaves_a_searchable_index_and_the_next_one_complete
     FAISS folder is still the previous index; the Milvus folder names the videos it was
     writing (`pending`), searches still answer, and the next update ends equal to a clean build."""
     from videotext.data.schema import VideoTextDataset
-    from videotext.inference import LoadedModel, load_model
+    from videotext.inference import load_model
+    from videotext.search import build
     from videotext.search.index import Index
 
     dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
@@ -266,7 +267,7 @@ def test_an_update_cut_short_leaves_a_searchable_index_and_the_next_one_complete
     def die(*args):
         raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(LoadedModel, "finish_index", staticmethod(die))
+    monkeypatch.setattr(build, "finish_index", die)
     with pytest.raises(KeyboardInterrupt):
         model.build_index(second, out, update=True, **common)
     monkeypatch.undo()

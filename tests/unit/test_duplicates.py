@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 from tests.near_duplicates import ASSETS, TRANSFORMS, make_copies, make_copy, real_clips
 from videotext.cli import app
 from videotext.search.duplicates import DEFAULT_THRESHOLD, find_duplicates, group_pairs, report, write_report
-from videotext.search.index import Entry, Index
+from videotext.search.entries import Entry
+from videotext.search.index import Index
 
 SOURCES = ("carphone_pristine.mp4", "Megamind.avi", "vtest.avi")
 UNRELATED = ("bikes.mp4", "bigbuckbunny.mp4")

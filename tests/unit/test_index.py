@@ -467,8 +467,8 @@ def test_update_with_nothing_new_only_removes_and_never_extracts(tmp_path):
     assert updated.ids == ["kept"] and Index.load(tmp_path / "idx").ids == ["kept"]
     assert not (tmp_path / "idx.features").exists()
     with pytest.raises(VideoTextError, match="index of method 'dual'"):
-        LoadedModel(tmp_path / "run", None, RunConfig(method="mmt"), torch.device("cpu"), "fp32").open_index(
-            tmp_path / "idx")
+        LoadedModel(tmp_path / "run", None, RunConfig(method="mmt"), torch.device("cpu"), "fp32").build_index(
+            folder, tmp_path / "idx", update=True, progress=False)
 
 
 def test_built_entries_carry_the_metadata_filters_use():

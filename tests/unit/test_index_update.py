@@ -12,7 +12,7 @@ from videotext.data import media_files
 from videotext.data.features import FeatureStore
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.search.build import fingerprint_videos, plan_index
-from videotext.search.index import Entry
+from videotext.search.entries import Entry
 
 
 def _dataset(root, names):

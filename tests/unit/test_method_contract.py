@@ -40,7 +40,8 @@ from videotext.encode import encode_texts, encode_videos
 from videotext.eval.evaluate import Encoded, encode_split, score
 from videotext.inference import LoadedModel, load_model
 from videotext.models import METHODS, Method, build_method  # importing the package registers every method
-from videotext.search.index import Entry, Index
+from videotext.search.entries import Entry
+from videotext.search.index import Index
 from videotext.train.checkpoint import save_checkpoint, seed_everything
 from videotext.data.run_data import RunData
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from videotext.errors import VideoTextError
-from videotext.search.index import Entry, Index
+from videotext.search.entries import Entry
+from videotext.search.index import Index
 from videotext.search.milvus import MilvusIndex
 
 DIM = 32

@@ -283,7 +283,7 @@ def test_spoken_search_finds_the_video_that_says_a_paraphrased_sentence(tmp_path
     """24 videos, each speaking another sentence over unrelated footage; each sentence's paraphrasing
     query must rank its video first in at least 90 % of cases, from subtitle files or tiny.en's transcripts."""
     from videotext.data.speech.transcripts import TranscriptStore, transcribe
-    from videotext.search.index import Entry
+    from videotext.search.entries import Entry
     from videotext.search.spoken import SpokenIndex, lines_for_entries
 
     items = [(f"said{i:02d}", speaking_video(tmp_path / f"said{i:02d}.mp4", s, seed=i)) for i, (s, _) in
@@ -304,7 +304,7 @@ def test_spoken_search_finds_the_video_that_says_a_paraphrased_sentence(tmp_path
 def test_lines_go_to_the_clips_they_start_in_and_filters_apply_to_spoken_hits():
     from videotext.data.speech.recognize import Line
     from videotext.data.speech.transcripts import Transcript
-    from videotext.search.index import Entry
+    from videotext.search.entries import Entry
     from videotext.search.spoken import SpokenIndex, lines_for_entries
 
     said = Transcript("talk", [Line(2.0, 4.0, "the volcano erupted", "subtitle"),

@@ -1,27 +1,41 @@
-"""The steps of building an index that need no model: reading the source, the update plan,
-where features and rank parts go, and the entries of encoded videos.
+"""Building and updating an index: one driver, `build_index`, over steps that need no model.
 
-`LoadedModel.build_index` runs: `read_source` → `fingerprint_videos` (content hashes) →
-`plan_index` (what to add, remove, keep) →
-features (extracted where missing) → windows (`search.windows`) → encode → `index_entries`
-+ vectors → save. The plan is decided from the folder and the index's entries alone, before
-anything is decoded.
+    read_source → plan_build (fingerprints, `plan_index`) → index_inputs (features extracted
+    where missing; windows) → encode this rank's share → write (entries + vectors; removals
+    last) → publish + save
+
+The plan is decided on rank 0 from the folder and the index's entries alone, before anything
+is decoded. The model is passed in and used only through `IndexModel` (its feature
+extraction, its video encoder, its index vectors); the store only through the calls the
+FAISS `Index` and `MilvusIndex` both answer. Under torchrun the same driver runs on every
+rank with that rank's share of the videos (r::R): into a Milvus server every rank inserts its
+own rows; otherwise each leaves its embeddings in a part file and rank 0 writes them all.
 """
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Protocol, Sequence
 
+import numpy as np
+import torch
 from tqdm.auto import tqdm
 
+from videotext import distributed as dist
+from videotext.data.features import FeatureStore
+from videotext.data.loaders import VideoFeatures
 from videotext.data.media_files import fingerprint
 from videotext.data.readers import read_dataset
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
-from videotext.search.index import Entry, Index
-from videotext.search.milvus import MilvusIndex, is_milvus_uri
+from videotext.io import atomic_path
+from videotext.models.base import concat_embeddings
+from videotext.search.entries import Entry
+from videotext.search.index import Index, new_index, open_index, takes_concurrent_inserts
+from videotext.search.milvus import DEFAULT_COLLECTION
+from videotext.search.windows import window_clips
 
 
 FINGERPRINT = ("hash", "size", "mtime_ns")  # the entry metadata `data.media_files.fingerprint` fills
@@ -96,17 +110,6 @@ def plan_index(dataset: VideoTextDataset, entries: Sequence[Entry] = (),
     return IndexPlan(add=add, remove=remove, keep=keep, changed=[i for i in add if i in stale], gone=gone)
 
 
-def new_index(dim: int, model: str, store: str = "faiss", collection: str = "videotext", staged: bool = False) -> Any:
-    """An empty index for vectors of `dim`: FAISS in the index folder (`store="faiss"`), or a
-    Milvus collection (`milvus:PATH.db` for Milvus Lite, `http(s)://HOST:PORT` for a server);
-    `staged`: an existing collection of that name is replaced only by `MilvusIndex.publish`."""
-    if store == "faiss":
-        return Index(dim=dim, model=model)
-    if is_milvus_uri(store):
-        return MilvusIndex(store, dim, model=model, collection=collection, staged=staged)
-    raise VideoTextError(f"--store {store!r}: expected faiss, milvus:PATH.db or http(s)://HOST:PORT")
-
-
 def features_folder(out: str | os.PathLike | None, run_dir: Path) -> Path:
     """Default feature store of an index: `<out>.features` (`<run>/index.features` without `out`)."""
     base = Path(out) if out is not None else run_dir / "index"
@@ -138,3 +141,203 @@ def index_entries(dataset: VideoTextDataset, fingerprints: dict[str, dict] | Non
                              start=v.meta.get("start", 0.0), end=v.meta.get("end", v.duration), video_id=video_id,
                              meta={k: value for k, value in meta.items() if value is not None}))
     return entries
+
+
+# ---- the driver --------------------------------------------------------------------------------
+class IndexModel(Protocol):
+    """What `build_index` uses of a model (`videotext.inference.LoadedModel` is one)."""
+
+    run_dir: Path  # recorded in the index, so `search` finds the model behind it
+
+    @property
+    def method_name(self) -> str: ...  # the method the index's vectors come from
+
+    @property
+    def experts(self) -> list[str]: ...  # the feature experts it reads
+
+    def features_for(self, dataset: VideoTextDataset, features_dir: str | Path, progress: bool = True,
+                     whole_videos: bool = False) -> VideoFeatures: ...  # extracts what is missing
+
+    def video_embedding(self, dataset: VideoTextDataset, features: VideoFeatures) -> Any: ...  # N first
+
+    def index_vectors(self, embedding: Any) -> np.ndarray: ...  # [N, D] float32
+
+    def index_parts(self, embedding: Any) -> dict[str, np.ndarray] | None: ...  # re-scoring parts, or None
+
+
+class BuildPlan(NamedTuple):
+    """What a build does, decided on rank 0 before anything is decoded."""
+
+    plan: IndexPlan  # videos to add, entries to remove and keep
+    fingerprints: dict[str, dict]  # video id -> content fingerprint of its file
+    concurrent: bool  # every torchrun rank inserts its own rows (a Milvus server)
+    nothing_to_add: bool  # an update that only removes entries (or changes nothing)
+
+
+def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset, out: str | os.PathLike | None = None,
+                features_dir: str | os.PathLike | None = None, progress: bool = True, update: bool = False,
+                window: float | None = None, stride: float | None = None, store: str = "faiss",
+                collection: str = DEFAULT_COLLECTION) -> tuple[Any, BuildPlan]:
+    """Index every video of `source` with `model` (`LoadedModel.build_index` documents the
+    options); returns the index (None on a torchrun rank > 0 that cannot open it) and the plan."""
+    dataset = read_source(source)
+    features_dir = Path(features_dir) if features_dir is not None else features_folder(out, model.run_dir)
+    index = existing_index(out, model.method_name) if update and dist.is_main() else None
+    build = dist.broadcast_object(plan_build(dataset, index, features_dir, store, progress) if dist.is_main() else None)
+    todo, added = dataset.subset(build.plan.add), set()
+    if not build.nothing_to_add:
+        todo, reader = index_inputs(model, source, todo, features_dir, progress, window, stride, build.fingerprints)
+        index = write_videos(model, index, todo, reader, build, out, store, collection, parts_folder(out, features_dir))
+        added = {e.id for e in index_entries(todo)}
+    if dist.is_main():
+        finish_index(index, build.plan, added, out)
+    opens_elsewhere = dist.broadcast_object(index.multi_process if dist.is_main() else None)  # after rank 0 saved
+    if dist.is_main():
+        return index, build
+    return (open_index(out) if out is not None and opens_elsewhere else None), build
+
+
+def existing_index(out: str | os.PathLike | None, method: str) -> Any:
+    """The index at `out` to update (None when there is none yet); it must be `method`'s."""
+    if out is None or not (Path(out) / "index.json").is_file():
+        return None
+    index = Index.load(out)
+    if index.model != method:
+        raise VideoTextError(f"{out}: index of method {index.model!r}, this run is {method!r}; "
+                             "rebuild it without update")
+    return index
+
+
+def plan_build(dataset: VideoTextDataset, index: Any, features_dir: Path, store: str, progress: bool) -> BuildPlan:
+    """What a build does (`BuildPlan`), decided before anything is decoded. Features of a
+    video whose file changed since they were extracted (by the store's `sources.json` or
+    the index's entries) are discarded, to be extracted again."""
+    entries = index.entries() if index is not None else []
+    features = FeatureStore(features_dir)
+    sources = features.sources() if features_dir.is_dir() else {}
+    fingerprints = fingerprint_videos(dataset, entries, sources, progress)
+    plan = plan_index(dataset, entries, fingerprints, index.meta.get("pending", ()) if index is not None else ())
+    stale = {dataset[i].key for i in plan.changed}
+    stale |= {v.key for v in dataset if v.id in fingerprints
+              and sources.get(v.key, {}).get("hash") not in (None, fingerprints[v.id]["hash"])}
+    if stale and features_dir.is_dir():
+        features.discard(stale)
+    concurrent = index.concurrent_inserts if index is not None else takes_concurrent_inserts(store)
+    return BuildPlan(plan, fingerprints, concurrent, nothing_to_add=index is not None and not plan.add)
+
+
+def index_inputs(model: IndexModel, source: Any, dataset: VideoTextDataset, features_dir: Path, progress: bool,
+                 window: float | None, stride: float | None,
+                 fingerprints: dict[str, dict]) -> tuple[VideoTextDataset, VideoFeatures]:
+    """The videos (or their windows) to encode and their feature reader: features are
+    extracted where missing (and the media fingerprints they came from recorded), videos
+    no expert could read are left out."""
+    reader = model.features_for(dataset, features_dir, progress, whole_videos=not window)
+    present = [v for v in dataset if any(reader.store.has(e, v.key) for e in model.experts)]
+    if not present:
+        raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
+    if fingerprints and dist.is_main():
+        reader.store.record_sources({v.key: {**fingerprints[v.id], "path": os.path.abspath(dataset.media_path(v))}
+                                     for v in present if v.id in fingerprints})
+    dataset = dataset.subset([v.id for v in present])
+    if window:
+        dataset, reader = window_clips(dataset, reader, window, stride or window / 2)
+    return dataset, reader
+
+
+def write_videos(model: IndexModel, index: Any, todo: VideoTextDataset, reader: VideoFeatures, build: BuildPlan,
+                 out: str | os.PathLike | None, store: str, collection: str, parts: Path) -> Any:
+    """Encode this rank's share of `todo` (videos r::R) and write its rows. Into a store that
+    takes concurrent inserts every rank adds its own rows; otherwise rank 0 writes them all
+    (the other ranks' from their part files). The index is created at the first rows when
+    there is none. Returns rank 0's index (None on the other ranks)."""
+    mine = todo.subset([v.id for v in list(todo)[dist.rank() :: dist.world()]])
+    if build.concurrent:
+        embedding = model.video_embedding(mine, reader) if len(mine) else None
+        dims = [d for d in dist.all_gather_object(None if embedding is None else vector_dim(model, embedding))
+                if d is not None]
+        if dist.is_main():
+            index = index if index is not None else create_index(model, dims[0], store, collection)
+            start_writing(index, todo, build.plan, out)
+        writer = dist.broadcast_object(index if dist.is_main() else None)  # a rank's own connection to it
+        if embedding is not None:
+            add_videos(model, index if dist.is_main() else writer, mine, embedding, build.fingerprints)
+        dist.barrier()  # every rank's rows are in
+        return index if dist.is_main() else None
+    embedding = gather_embeddings(model, todo, mine, reader, parts if dist.world() > 1 else None)
+    if not dist.is_main():
+        return None
+    index = index if index is not None else create_index(model, vector_dim(model, embedding), store, collection)
+    start_writing(index, todo, build.plan, out)
+    add_videos(model, index, todo, embedding, build.fingerprints)
+    shutil.rmtree(parts, ignore_errors=True)
+    return index
+
+
+def gather_embeddings(model: IndexModel, todo: VideoTextDataset, mine: VideoTextDataset, reader: VideoFeatures,
+                      parts: Path | None) -> Any:
+    """Rank 0: the embedding of every video of `todo`, in its order (the other ranks: None).
+    Under torchrun each rank embeds its share into `parts/rank<r>-of<R>.pt` (atomic; a finished
+    part is reused on restart, so a crashed rank is redone alone) and rank 0 merges them after
+    a barrier; in one process (`parts` None) the share is every video."""
+    if parts is None:
+        return model.video_embedding(mine, reader)
+    rank, world = dist.rank(), dist.world()
+    ids = [v.id for v in mine]
+    part = parts / f"rank{rank}-of{world}.pt"
+    done = part.is_file() and torch.load(part, map_location="cpu", weights_only=False)["ids"] == ids
+    if ids and not done:
+        embedding = model.video_embedding(mine, reader)
+        parts.mkdir(parents=True, exist_ok=True)
+        with atomic_path(part) as tmp:
+            torch.save({"ids": ids, "embedding": embedding}, tmp)
+    dist.barrier()
+    if rank > 0:
+        return None
+    videos = list(todo)
+    loaded = [torch.load(parts / f"rank{r}-of{world}.pt", map_location="cpu", weights_only=False)
+              for r in range(world) if videos[r::world]]
+    merged = concat_embeddings([p["embedding"] for p in loaded])  # rows: rank 0's, rank 1's, …
+    position = {video_id: i for i, video_id in enumerate(i for p in loaded for i in p["ids"])}
+    rows = torch.tensor([position[v.id] for v in videos])
+    return {k: v[rows] for k, v in merged.items()} if isinstance(merged, dict) else merged[rows]
+
+
+def vector_dim(model: IndexModel, embedding: Any) -> int:
+    """The width of the model's index vectors, read off an embedding's first row."""
+    first = {k: v[:1] for k, v in embedding.items()} if isinstance(embedding, dict) else embedding[:1]
+    return int(model.index_vectors(first).shape[1])
+
+
+def create_index(model: IndexModel, dim: int, store: str, collection: str) -> Any:
+    """An empty index for the model's `dim`-d vectors, naming the run behind it; a fresh Milvus
+    build over an existing collection fills a staging collection (`publish` swaps it in)."""
+    index = new_index(dim, model.method_name, store, collection, staged=True)
+    index.meta["run_dir"] = str(Path(model.run_dir).resolve())
+    return index
+
+
+def start_writing(index: Any, todo: VideoTextDataset, plan: IndexPlan, out: str | os.PathLike | None) -> None:
+    """Before the first row: the indexed folder (the HTTP API shows paths relative to it), and
+    the videos about to be written, for a store that writes in place (`mark_pending`)."""
+    if todo.root is not None:
+        index.meta["root"] = os.path.abspath(todo.root)
+    index.mark_pending(plan.add, out)
+
+
+def add_videos(model: IndexModel, index: Any, dataset: VideoTextDataset, embedding: Any,
+               fingerprints: dict[str, dict]) -> None:
+    """One row per video or clip of `dataset` (embedding rows in its order): its entry, its
+    index vector and, for a method that re-scores, its parts."""
+    index.add(model.index_vectors(embedding), index_entries(dataset, fingerprints), parts=model.index_parts(embedding))
+
+
+def finish_index(index: Any, plan: IndexPlan, added: set[str], out: str | os.PathLike | None) -> Any:
+    """The last writes of a build or an update: the entries `plan` drops (those not just
+    re-added under the same id), a staging collection swapped in, the folder saved."""
+    index.remove([i for i in plan.remove if i not in added])
+    index.meta.pop("pending", None)
+    index.publish()
+    if out is not None:
+        index.save(out)
+    return index

@@ -47,14 +47,12 @@ Not thread-safe for writes: do not `add`/`remove` while another thread searches.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import json
 import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -63,80 +61,14 @@ import numpy as np
 
 from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import atomic_path, write_json
+from videotext.search.entries import FORMAT, Entry, Hit, as_matrix
 from videotext.search.filters import entry_fields, matches, parse_filter
+from videotext.search.milvus import DEFAULT_COLLECTION, STORE as MILVUS_STORE, MilvusIndex, is_milvus_uri, is_server_uri
 
-FORMAT = "videotext-index"
 VERSION = 2  # 2: entries in entries.parquet (1: entries.jsonl, still read)
 ENTRIES, OLD_ENTRIES = "entries.parquet", "entries.jsonl"
 KINDS = ("auto", "flat", "hnsw", "ivf", "ivfpq")
 AUTO_THRESHOLD = 40_000  # exact search stays under 2 ms per query up to here (module docstring)
-
-
-@dataclass
-class Entry:
-    """One indexed item: a whole video, or the clip `[start, end]` seconds of `video_id`."""
-
-    id: str
-    path: str | None = None
-    start: float | None = None
-    end: float | None = None
-    video_id: str = ""  # defaults to `id` (a whole video)
-    meta: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise VideoTextError(f"entry id must be a non-empty string, got {self.id!r}")
-        self.video_id = self.video_id or self.id
-        if self.start is not None and self.end is not None and self.end < self.start:
-            raise VideoTextError(f"entry {self.id!r}: end {self.end} is before start {self.start}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The Entry fields (a Hit's score and rank left out); `meta` is a shallow copy."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(Entry)}
-        out["meta"] = dict(self.meta)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Entry":
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(Entry) if f.name in data})
-
-
-@dataclass(kw_only=True)
-class Hit(Entry):
-    """A search result: the entry's fields, its cosine `score`, and its 1-based `rank`."""
-
-    score: float
-    rank: int
-
-    @property
-    def entry(self) -> Entry:
-        return Entry.from_dict(self.to_dict())
-
-
-def _as_matrix(x: Any, what: str) -> np.ndarray:
-    """numpy / torch / nested list of any real dtype (float32, float64, bf16 …) -> C-contiguous
-    float32 [N, D], rows L2-normalised: the one place vectors enter the index."""
-    if hasattr(x, "detach"):  # torch.Tensor, without importing torch
-        x = x.detach().to("cpu")
-        if x.is_complex() or str(x.dtype) == "torch.bool":
-            raise VideoTextError(f"{what} must be real numbers, got a tensor of {x.dtype}")
-        x = x.float().numpy()
-    try:
-        raw = np.asarray(x)
-    except (ValueError, TypeError):  # ragged nested lists
-        raise VideoTextError(f"{what} must be a [N, D] matrix of numbers, got rows of uneven lengths") from None
-    if raw.dtype.kind not in "fiu":  # strings, objects, bool, complex
-        raise VideoTextError(f"{what} must be a [N, D] matrix of numbers, got {type(x).__name__} of dtype {raw.dtype}")
-    arr = np.array(raw, dtype=np.float32, copy=True, order="C")
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    if arr.ndim != 2:
-        raise VideoTextError(f"{what} must be a [N, D] matrix, got shape {tuple(arr.shape)}")
-    if not np.isfinite(arr).all():
-        raise VideoTextError(f"{what} contain NaN or infinite values")
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    np.divide(arr, norms, out=arr, where=norms > 0)  # zero rows stay zero (score 0)
-    return arr
 
 
 def _ivf_nlist(n: int) -> int:
@@ -274,7 +206,7 @@ class Index:
     def add(self, embeddings: Any, entries: Sequence[Entry | str], parts: dict[str, Any] | None = None) -> None:
         """Add embeddings [N, D] (numpy or torch) with their entries; existing ids are replaced.
         `parts` (name -> [N, ...] arrays) are kept per entry for re-scoring (module docstring)."""
-        vectors = _as_matrix(embeddings, "embeddings")
+        vectors = as_matrix(embeddings, "embeddings")
         part_arrays = self._check_parts(parts, len(vectors))
         entries = [Entry(e) if isinstance(e, str) else e for e in entries]
         if vectors.shape[1] != self.dim:
@@ -358,7 +290,7 @@ class Index:
         `where` (`videotext.search.filters`) keeps the entries whose metadata pass it. FAISS
         searches only those (an ID selector over the passing labels), so k results come back
         whenever k entries pass, with no over-fetch to guess."""
-        q = _as_matrix(queries, "queries")
+        q = as_matrix(queries, "queries")
         if q.shape[1] != self.dim:
             raise VideoTextError(f"query dim {q.shape[1]} does not match the index dim {self.dim}")
         if k < 1:
@@ -406,7 +338,7 @@ class Index:
 
     def search_one(self, query: Any, k: int = 10, where: str | None = None) -> list[Hit]:
         """`search` for one query vector [D]."""
-        q = _as_matrix(query, "query")
+        q = as_matrix(query, "query")
         if len(q) != 1:
             raise VideoTextError(f"search_one takes one query vector, got {len(q)}; use search()")
         return self.search(q, k, where)[0]
@@ -426,6 +358,16 @@ class Index:
         labels = [self._label(i) for i in ids]
         return {name: np.stack([self._parts[label][name] for label in labels]) if labels
                 else np.zeros((0,), np.float32) for name in self.part_names}
+
+    # ---- what a build asks of a store (the same calls on `MilvusIndex`) -----------------
+    concurrent_inserts = False  # rows live in this process until `save`: one writer
+    multi_process = True  # a saved folder opens in any number of processes
+
+    def mark_pending(self, video_ids: Sequence[str], out: str | os.PathLike | None) -> None:
+        """Nothing to record: no row reaches the folder before `save` replaces it whole."""
+
+    def publish(self) -> None:
+        """Nothing to swap in: `save` replaces the folder atomically."""
 
     # ---- persistence ------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
@@ -471,22 +413,11 @@ class Index:
         return target
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Index":
-        """Read a folder written by `save` (or by version 1, whose entries were JSON lines); a
-        missing or inconsistent folder raises VideoTextError. A folder whose index.json names
-        the Milvus store opens that collection instead (`videotext.search.milvus.MilvusIndex`)."""
-        info_path = Path(path) / "index.json"
-        if info_path.is_file():
-            try:
-                settings = json.loads(info_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                settings = {}
-            if isinstance(settings, dict) and settings.get("store") == "milvus":
-                from videotext.search.milvus import MilvusIndex  # milvus.py builds on this module's Entry
-
-                return MilvusIndex.from_settings(settings)
-        with _gc_paused():  # 10^6 new Entry objects would set off ~100 full collections: 2.3x slower
-            return cls._load(Path(path))
+    def load(cls, path: str | os.PathLike) -> "Index | MilvusIndex":
+        """The index saved in the folder `path`: this FAISS index, or the Milvus collection
+        its index.json names (`open_index`). A missing or inconsistent folder raises
+        VideoTextError."""
+        return open_index(path)
 
     @classmethod
     def _load(cls, folder: Path) -> "Index":
@@ -634,53 +565,35 @@ def read_entry_lines(path: Path) -> list[tuple[int, Entry]]:
     return out
 
 
-def merge_hits(hits: Sequence[Hit], gap: float = 0.0) -> list[Hit]:
-    """Merge clip hits of the same video whose ranges overlap or lie within `gap` seconds
-    into one hit spanning them all, with the best score (and that clip's id, path, meta,
-    plus `meta["merged_ids"]` when clips were merged). Hits without times pass through.
-    Returns hits sorted by score, re-ranked from 1."""
-    by_video: dict[str, list[Hit]] = {}
-    out: list[Hit] = []
-    for h in hits:
-        if h.start is None or h.end is None:
-            out.append(h)
-        else:
-            by_video.setdefault(h.video_id, []).append(h)
-    for clips in by_video.values():
-        clips.sort(key=lambda h: (h.start, h.end))
-        runs: list[list[Hit]] = [[clips[0]]]
-        end = clips[0].end
-        for h in clips[1:]:
-            if h.start <= end + gap:
-                runs[-1].append(h)
-                end = max(end, h.end)
-            else:
-                runs.append([h])
-                end = h.end
-        for run in runs:
-            best = max(run, key=lambda h: h.score)
-            meta = dict(best.meta)
-            if len(run) > 1:
-                meta["merged_ids"] = [h.id for h in run]
-            out.append(dataclasses.replace(best, start=run[0].start, end=max(h.end for h in run), meta=meta))
-    out.sort(key=lambda h: -h.score)
-    return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(out, 1)]
+# ---- choosing the store ---------------------------------------------------------------------
+def open_index(path: str | os.PathLike) -> "Index | MilvusIndex":
+    """The index saved in the folder `path`: FAISS, or the Milvus collection its index.json
+    names (`"store": "milvus"`). A missing or inconsistent folder raises VideoTextError."""
+    info_path = Path(path) / "index.json"
+    if info_path.is_file():
+        try:
+            settings = json.loads(info_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            settings = {}
+        if isinstance(settings, dict) and settings.get("store") == MILVUS_STORE:
+            return MilvusIndex.from_settings(settings)
+    with _gc_paused():  # 10^6 new Entry objects would set off ~100 full collections: 2.3x slower
+        return Index._load(Path(path))
 
 
-def sliding_windows(duration: float, length: float, stride: float) -> list[tuple[float, float]]:
-    """Windows `(start, end)` of `length` seconds every `stride` seconds that cover
-    `[0, duration]`; the last one is clipped at `duration`. Times are rounded to µs."""
-    if length <= 0 or stride <= 0:
-        raise VideoTextError(f"window length and stride must be positive, got length={length}, stride={stride}")
-    if stride > length:
-        raise VideoTextError(f"stride {stride} > window length {length} would leave gaps")
-    if duration <= 0:
-        return []
-    windows = []
-    for i in range(int(math.ceil(duration / stride)) + 1):
-        start = round(i * stride, 6)
-        end = round(min(start + length, duration), 6)
-        windows.append((start, end))
-        if start + length >= duration - 1e-9:
-            break
-    return windows
+def new_index(dim: int, model: str, store: str = "faiss", collection: str = DEFAULT_COLLECTION,
+              staged: bool = False) -> "Index | MilvusIndex":
+    """An empty index for vectors of `dim`: FAISS in the index folder (`store="faiss"`), or a
+    Milvus collection (`milvus:PATH.db` for Milvus Lite, `http(s)://HOST:PORT` for a server);
+    `staged`: an existing collection of that name is replaced only by `publish`."""
+    if store == "faiss":
+        return Index(dim=dim, model=model)
+    if is_milvus_uri(store):
+        return MilvusIndex(store, dim, model=model, collection=collection, staged=staged)
+    raise VideoTextError(f"--store {store!r}: expected faiss, milvus:PATH.db or http(s)://HOST:PORT")
+
+
+def takes_concurrent_inserts(store: str) -> bool:
+    """Whether an index made by `new_index(…, store)` takes inserts from several processes at
+    once (a Milvus server), before it exists; an open index says so itself (`concurrent_inserts`)."""
+    return is_server_uri(store)

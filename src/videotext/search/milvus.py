@@ -16,7 +16,7 @@ Methods that re-score a shortlist keep their per-entry parts as a compressed npz
 Exact search uses a FLAT index; `kind="hnsw"` / `"ivf"` select Milvus's HNSW / IVF_FLAT.
 
 The folder given to `index build -o` keeps only index.json, which names the store, the URI
-and the collection; `Index.load(folder)` hands back a `MilvusIndex` from it.
+and the collection; `open_index(folder)` (`search.index`) hands back a `MilvusIndex` from it.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import numpy as np
 from videotext.errors import VideoTextError
 from videotext.io import write_json
 from videotext.search.filters import parse_filter, to_milvus
-from videotext.search.index import FORMAT, Entry, Hit, _as_matrix
+from videotext.search.entries import FORMAT, Entry, Hit, as_matrix
 
 STORE = "milvus"
 SCHEME = "milvus:"
@@ -51,7 +51,12 @@ BATCH = 2_000  # rows per insert / query call (a gRPC message stays far below it
 def is_milvus_uri(location: str | os.PathLike) -> bool:
     """True for `milvus:PATH.db` and `http(s)://HOST:PORT`: a location `MilvusIndex` opens."""
     text = str(location)
-    return text.startswith(SCHEME) or text.startswith("http://") or text.startswith("https://")
+    return text.startswith(SCHEME) or is_server_uri(text)
+
+
+def is_server_uri(location: str | os.PathLike) -> bool:
+    """True for `http(s)://HOST:PORT`: a Milvus server, which several processes write at once."""
+    return str(location).startswith(("http://", "https://"))
 
 
 def client_uri(location: str) -> str:
@@ -112,10 +117,30 @@ class MilvusIndex:
         else:
             raise VideoTextError(f"Milvus at {self.location} has no collection {collection!r}")
 
+    # ---- what a build asks of a store (the same calls on the FAISS `Index`) -------------
     @property
-    def is_server(self) -> bool:
-        """True for a Milvus server (several writers may insert at once); False for Milvus Lite."""
-        return not self.location.startswith(SCHEME)
+    def concurrent_inserts(self) -> bool:
+        """True for a Milvus server: every torchrun rank may insert its own rows at once
+        (each with its own copy of this index: it pickles as its settings and reconnects)."""
+        return is_server_uri(self.location)
+
+    @property
+    def multi_process(self) -> bool:
+        """False for Milvus Lite, whose file one process holds; True for a server."""
+        return self.concurrent_inserts
+
+    def mark_pending(self, video_ids: Sequence[str], out: str | os.PathLike | None) -> None:
+        """Before rows are written into the collection in place (an update, not a staged build),
+        name the videos being written in the folder's index.json: an update that dies half-way
+        leaves them listed, and the next update encodes them again."""
+        if self.final is None and out is not None:
+            self.meta["pending"] = list(video_ids)
+            self.save(out)
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its settings and the collection being written (a staging one included):
+        another process unpickles a connection of its own to the same collection."""
+        return _reopen, ({**self.settings(), "collection": self.collection}, self.final)
 
     def publish(self) -> None:
         """Make a fresh build's staging collection the collection it replaces. The complete
@@ -226,7 +251,7 @@ class MilvusIndex:
     # ---- writing ----------------------------------------------------------------------
     def add(self, embeddings: Any, entries: Sequence[Entry | str], parts: dict[str, Any] | None = None) -> None:
         """Upsert embeddings [N, D] with their entries (an existing id is replaced)."""
-        vectors = _as_matrix(embeddings, "embeddings")
+        vectors = as_matrix(embeddings, "embeddings")
         entries = [Entry(e) if isinstance(e, str) else e for e in entries]
         if vectors.shape[1] != self.dim:
             raise VideoTextError(f"embedding dim {vectors.shape[1]} does not match the index dim {self.dim}")
@@ -255,7 +280,7 @@ class MilvusIndex:
     # ---- querying ---------------------------------------------------------------------
     def search(self, queries: Any, k: int = 10, where: str | None = None) -> list[list[Hit]]:
         """Top-k entries by cosine for each query [Q, D], among those passing filter `where`."""
-        q = _as_matrix(queries, "queries")
+        q = as_matrix(queries, "queries")
         if q.shape[1] != self.dim:
             raise VideoTextError(f"query dim {q.shape[1]} does not match the index dim {self.dim}")
         if k < 1:
@@ -270,7 +295,7 @@ class MilvusIndex:
                  for rank, hit in enumerate(row, 1)] for row in results]
 
     def search_one(self, query: Any, k: int = 10, where: str | None = None) -> list[Hit]:
-        return self.search(_as_matrix(query, "query")[:1], k, where)[0]
+        return self.search(as_matrix(query, "query")[:1], k, where)[0]
 
     def embeddings_for(self, ids: Sequence[str]) -> np.ndarray:
         rows = {r["id"]: r["vector"] for r in self._client.get(self.collection, ids=list(ids), output_fields=["vector"])}
@@ -294,11 +319,14 @@ class MilvusIndex:
             raise VideoTextError(f"{target}: exists and is not an index folder; refusing to overwrite it")
         self._client.flush(self.collection)
         target.mkdir(parents=True, exist_ok=True)
-        write_json(target / "index.json", {  # atomic: the folder names the old store or the new one
-            "format": FORMAT, "store": STORE, "location": self.location, "collection": self.collection,
-            "dim": self.dim, "model": self.model, "kind": self.requested_kind,
-            "part_names": list(self.part_names), "meta": self.meta})
+        write_json(target / "index.json", self.settings())  # atomic: the folder names the old store or the new one
         return target
+
+    def settings(self) -> dict[str, Any]:
+        """What index.json records: the store, the URI, the collection and the index settings."""
+        return {"format": FORMAT, "store": STORE, "location": self.location, "collection": self.collection,
+                "dim": self.dim, "model": self.model, "kind": self.requested_kind,
+                "part_names": list(self.part_names), "meta": self.meta}
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], token: str | None = None) -> "MilvusIndex":
@@ -311,6 +339,13 @@ class MilvusIndex:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _reopen(settings: dict[str, Any], final: str | None) -> MilvusIndex:
+    """A `MilvusIndex` unpickled in another process (`MilvusIndex.__reduce__`)."""
+    index = MilvusIndex.from_settings(settings)
+    index.final = final
+    return index
 
 
 def _row(entry: Entry, vector: np.ndarray, parts: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from videotext.errors import VideoTextError
 from videotext.io import atomic_open, read_json_lines
 from videotext.runtime import keeps_threads
 from videotext.search.filters import entry_fields, matches, parse_filter
-from videotext.search.index import Entry, Hit
+from videotext.search.entries import Entry, Hit
 
 SPEECH_FILE = "speech.jsonl"
 BY = ("shown", "said", "both")

@@ -4,13 +4,14 @@ so a clip is encoded exactly like a video made of those steps."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
 
 from videotext.data.loaders import VideoFeatures, subsample_steps
 from videotext.data.schema import VideoTextDataset
-from videotext.search.index import sliding_windows
+from videotext.errors import VideoTextError
 
 
 class WindowFeatures(VideoFeatures):
@@ -63,7 +64,7 @@ def _step_times(store: Any, expert: str, key: str) -> np.ndarray | None:
 
 def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float,
                  stride: float) -> tuple[VideoTextDataset, WindowFeatures]:
-    """Each video's sliding windows (`search.index.sliding_windows`) as a dataset of clips
+    """Each video's sliding windows (`sliding_windows`) as a dataset of clips
     (ids `VIDEO@START-END`, meta start/end/video_id) and the reader of their features."""
     clips, windows, clips_of = [], {}, {}
     for video in dataset:
@@ -91,3 +92,22 @@ def _duration(video: Any, reader: VideoFeatures) -> float:
             if len(times):
                 ends.append(float(times[-1]) + (1.0 / step if step else 0.0))
     return max(ends, default=0.0)
+
+
+def sliding_windows(duration: float, length: float, stride: float) -> list[tuple[float, float]]:
+    """Windows `(start, end)` of `length` seconds every `stride` seconds that cover
+    `[0, duration]`; the last one is clipped at `duration`. Times are rounded to µs."""
+    if length <= 0 or stride <= 0:
+        raise VideoTextError(f"window length and stride must be positive, got length={length}, stride={stride}")
+    if stride > length:
+        raise VideoTextError(f"stride {stride} > window length {length} would leave gaps")
+    if duration <= 0:
+        return []
+    windows = []
+    for i in range(int(math.ceil(duration / stride)) + 1):
+        start = round(i * stride, 6)
+        end = round(min(start + length, duration), 6)
+        windows.append((start, end))
+        if start + length >= duration - 1e-9:
+            break
+    return windows
