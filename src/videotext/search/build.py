@@ -32,7 +32,7 @@ from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.io import atomic_path
 from videotext.models.base import concat_embeddings
-from videotext.search.entries import Entry
+from videotext.search.entries import Entry, IndexStore
 from videotext.search.index import Index, new_index, open_index, takes_concurrent_inserts
 from videotext.search.milvus import DEFAULT_COLLECTION
 from videotext.search.windows import window_clips
@@ -177,7 +177,7 @@ class BuildPlan(NamedTuple):
 def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset, out: str | os.PathLike | None = None,
                 features_dir: str | os.PathLike | None = None, progress: bool = True, update: bool = False,
                 window: float | None = None, stride: float | None = None, store: str = "faiss",
-                collection: str = DEFAULT_COLLECTION) -> tuple[Any, BuildPlan]:
+                collection: str = DEFAULT_COLLECTION) -> tuple[IndexStore | None, BuildPlan]:
     """Index every video of `source` with `model` (`LoadedModel.build_index` documents the
     options); returns the index (None on a torchrun rank > 0 that cannot open it) and the plan."""
     dataset = read_source(source)
@@ -197,7 +197,7 @@ def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset,
     return (open_index(out) if out is not None and opens_elsewhere else None), build
 
 
-def existing_index(out: str | os.PathLike | None, method: str) -> Any:
+def existing_index(out: str | os.PathLike | None, method: str) -> IndexStore | None:
     """The index at `out` to update (None when there is none yet); it must be `method`'s."""
     if out is None or not (Path(out) / "index.json").is_file():
         return None
@@ -208,7 +208,8 @@ def existing_index(out: str | os.PathLike | None, method: str) -> Any:
     return index
 
 
-def plan_build(dataset: VideoTextDataset, index: Any, features_dir: Path, store: str, progress: bool) -> BuildPlan:
+def plan_build(dataset: VideoTextDataset, index: IndexStore | None, features_dir: Path, store: str,
+               progress: bool) -> BuildPlan:
     """What a build does (`BuildPlan`), decided before anything is decoded. Features of a
     video whose file changed since they were extracted (by the store's `sources.json` or
     the index's entries) are discarded, to be extracted again."""
@@ -245,8 +246,9 @@ def index_inputs(model: IndexModel, source: Any, dataset: VideoTextDataset, feat
     return dataset, reader
 
 
-def write_videos(model: IndexModel, index: Any, todo: VideoTextDataset, reader: VideoFeatures, build: BuildPlan,
-                 out: str | os.PathLike | None, store: str, collection: str, parts: Path) -> Any:
+def write_videos(model: IndexModel, index: IndexStore | None, todo: VideoTextDataset, reader: VideoFeatures,
+                 build: BuildPlan, out: str | os.PathLike | None, store: str, collection: str,
+                 parts: Path) -> IndexStore | None:
     """Encode this rank's share of `todo` (videos r::R) and write its rows. Into a store that
     takes concurrent inserts every rank adds its own rows; otherwise rank 0 writes them all
     (the other ranks' from their part files). The index is created at the first rows when
@@ -309,7 +311,7 @@ def vector_dim(model: IndexModel, embedding: Any) -> int:
     return int(model.index_vectors(first).shape[1])
 
 
-def create_index(model: IndexModel, dim: int, store: str, collection: str) -> Any:
+def create_index(model: IndexModel, dim: int, store: str, collection: str) -> IndexStore:
     """An empty index for the model's `dim`-d vectors, naming the run behind it; a fresh Milvus
     build over an existing collection fills a staging collection (`publish` swaps it in)."""
     index = new_index(dim, model.method_name, store, collection, staged=True)
@@ -317,7 +319,7 @@ def create_index(model: IndexModel, dim: int, store: str, collection: str) -> An
     return index
 
 
-def start_writing(index: Any, todo: VideoTextDataset, plan: IndexPlan, out: str | os.PathLike | None) -> None:
+def start_writing(index: IndexStore, todo: VideoTextDataset, plan: IndexPlan, out: str | os.PathLike | None) -> None:
     """Before the first row: the indexed folder (the HTTP API shows paths relative to it), and
     the videos about to be written, for a store that writes in place (`mark_pending`)."""
     if todo.root is not None:
@@ -325,14 +327,14 @@ def start_writing(index: Any, todo: VideoTextDataset, plan: IndexPlan, out: str 
     index.mark_pending(plan.add, out)
 
 
-def add_videos(model: IndexModel, index: Any, dataset: VideoTextDataset, embedding: Any,
+def add_videos(model: IndexModel, index: IndexStore, dataset: VideoTextDataset, embedding: Any,
                fingerprints: dict[str, dict]) -> None:
     """One row per video or clip of `dataset` (embedding rows in its order): its entry, its
     index vector and, for a method that re-scores, its parts."""
     index.add(model.index_vectors(embedding), index_entries(dataset, fingerprints), parts=model.index_parts(embedding))
 
 
-def finish_index(index: Any, plan: IndexPlan, added: set[str], out: str | os.PathLike | None) -> Any:
+def finish_index(index: IndexStore, plan: IndexPlan, added: set[str], out: str | os.PathLike | None) -> IndexStore:
     """The last writes of a build or an update: the entries `plan` drops (those not just
     re-added under the same id), a staging collection swapped in, the folder saved."""
     index.remove([i for i in plan.remove if i not in added])

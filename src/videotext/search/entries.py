@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -117,3 +117,31 @@ def merge_hits(hits: Sequence[Hit], gap: float = 0.0) -> list[Hit]:
             out.append(dataclasses.replace(best, start=run[0].start, end=max(h.end for h in run), meta=meta))
     out.sort(key=lambda h: -h.score)
     return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(out, 1)]
+
+
+@runtime_checkable
+class IndexStore(Protocol):
+    """The calls every index store answers, FAISS (`search.index.Index`) and Milvus
+    (`search.milvus.MilvusIndex`) alike, so no caller asks which one it holds."""
+
+    dim: int
+    model: str  # the method whose vectors it holds
+    meta: dict  # free-form, saved with it (the run behind it, the indexed folder, pending videos)
+    part_names: tuple[str, ...]  # re-scoring parts every entry carries
+    concurrent_inserts: bool  # several processes may insert at once (a Milvus server)
+    multi_process: bool  # several processes may open it at once (not Milvus Lite)
+
+    def __len__(self) -> int: ...
+    def __contains__(self, entry_id: object) -> bool: ...
+    def get(self, entry_id: str) -> Entry: ...
+    def entries(self) -> list[Entry]: ...
+    def add(self, embeddings: Any, entries: Sequence[Entry | str], parts: dict[str, Any] | None = None) -> None: ...
+    def remove(self, ids: Iterable[str]) -> int: ...
+    def remove_video(self, video_id: str) -> int: ...
+    def search(self, queries: Any, k: int = 10, where: str | None = None) -> list[list[Hit]]: ...
+    def search_one(self, query: Any, k: int = 10, where: str | None = None) -> list[Hit]: ...
+    def embeddings_for(self, ids: Sequence[str]) -> np.ndarray: ...
+    def parts_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def mark_pending(self, video_ids: Sequence[str], out: Any) -> None: ...  # before in-place writes
+    def publish(self) -> None: ...  # a staged build becomes the index it replaces
+    def save(self, path: Any) -> Any: ...

@@ -51,9 +51,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from videotext.data.video import probe, read_frames
 from videotext.errors import VideoTextError
+from videotext.search.entries import Entry
 from videotext.search.examples import MAX_UPLOAD_BYTES, save_upload
 from videotext.search.filters import parse_filter
-from videotext.search.index import Entry, Index
+from videotext.search.index import Index
 from videotext.search.spoken import SpokenIndex, search_by
 
 STATIC = Path(__file__).resolve().parent / "static"
