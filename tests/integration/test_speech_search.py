@@ -168,7 +168,7 @@ def test_an_mmt_run_indexes_a_folder_with_its_speech_expert(built, tmp_path):
     from videotext.data.experts import extract_features
     from videotext.data.features import FeatureStore
     from videotext.inference import load_model
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
     from videotext.train.checkpoint import save_checkpoint
 
     index_dir, features, _ = built

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 
 from videotext.losses import hardest_negative_triplet
 from videotext.losses.captioning import mix_support_set, support_set_weights
-from videotext.models.base import build_method
 from videotext.models.layers.caption_decoder import HFCaptionDecoder
+from videotext.models.registry import build_method
 from videotext.text.encoder import default_text_model_path
 
 WORDS = ["a red circle", "blue square spins", "a circle moves left", "red square"]

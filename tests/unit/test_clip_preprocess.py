@@ -203,7 +203,7 @@ def test_clip4clip_frames_input_tests_on_open_clips_pixels(tmp_path, weights):
     from videotext.data.frames import cached_source, eval_times
     from videotext.data.readers import read_dataset
     from videotext.data.video import pick_frames
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     folder = video_folder(tmp_path)
     dataset = read_dataset("folder", folder)
@@ -222,7 +222,7 @@ def test_clip4clip_frames_input_tests_on_open_clips_pixels(tmp_path, weights):
 
 def test_frozen_from_clip_tests_on_open_clips_pixels_and_mean(tmp_path):
     from videotext.data.frames import eval_transform
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     torch.manual_seed(5)
     clip = open_clip.create_model(openclip.architecture(TINY_VIT8), pretrained=None)

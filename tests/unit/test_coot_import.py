@@ -110,7 +110,7 @@ def test_precomputed_paragraph_features_equal_the_live_model(stored_run):
 
 
 def test_coot_trains_and_evaluates_on_stored_text_with_the_selection_sum(stored_run):
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     data, store = stored_run
     reader = VideoFeatures(store, ["app"], 80)

@@ -8,8 +8,8 @@ from videotext.data.hierarchy import (
     HierarchyBatches, HierarchyVideoReader, clip_frame_range, collate_hierarchy, sample_frames, split_sentences,
 )
 from videotext.data.schema import Segment, Video, VideoTextDataset
-from videotext.models.base import build_method
 from videotext.models.coot import AttentionPool, CootConfig, group, sincos_table
+from videotext.models.registry import build_method
 
 SMALL = {"hidden_dim": 16, "num_heads": 2, "ff_dim": 16, "af_dim": 32, "af_heads": 2, "text_feature_dim": 12,
          "dropout": 0.0}

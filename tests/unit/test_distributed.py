@@ -183,7 +183,7 @@ def _method_cases(bert: str):
     from tests.unit.test_mmt import DIMS as MMT_DIMS, SMALL as MMT_SMALL, video_batch
     from tests.unit.test_supportset import DIMS as SS_DIMS, TEXTS, _video_batch
     from videotext.data.hierarchy import collate_hierarchy
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     cases = []
     torch.manual_seed(0)
@@ -327,7 +327,7 @@ def _fake_run(root: Path, run: Path) -> Path:
     from tests.unit.test_trainer import CONFIG
     from videotext.config import load_config, save_config
     from videotext.data.features import FeatureStore
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
     from videotext.train.checkpoint import save_checkpoint
 
     config = load_config(CONFIG, _train_overrides(root))

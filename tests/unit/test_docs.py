@@ -107,7 +107,7 @@ def unknown_set_keys(markdown: str) -> list[str]:
 
     from videotext.benchmark.definition import BenchmarkDef
     from videotext.config import RunConfig
-    from videotext.models.base import METHODS, method_class
+    from videotext.models.registry import METHODS, method_class
 
     method_class("dual")  # registers the built-in methods
     model_keys = {f.name for cls in METHODS.values() for f in dataclasses.fields(cls.Config)}

@@ -181,7 +181,7 @@ def test_curriculum_stages_have_their_own_batch_sizes(data, tmp_path):
     assert [x["epoch"] for x in train] == pytest.approx([1.0, 1 + 1 / 3, 1 + 2 / 3, 2.0])
     assert train[-1]["lr"] == pytest.approx(0.0)  # the linear decay ends exactly at the last step
     from videotext.config import ConfigError
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     with pytest.raises(ConfigError, match="frame_batch_sizes"):
         build_method("frozen", {"preset": "tiny", "num_frames": 2, "frame_schedule": [1, 2],

@@ -82,7 +82,7 @@ def test_text_encoder_cuts_long_captions_at_max_tokens_with_an_end_token(weights
 
 
 def test_dual_takes_a_clip_text_model(weights):
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     method = build_method("dual", {"text_model": f"openclip:{TINY}@{weights}", "embed_dim": 16},
                           expert_dims={"clip": 32})
@@ -250,7 +250,7 @@ def _batch(features: torch.Tensor, lengths: list[int]) -> dict:
 
 def test_clip4clip_meanP_at_init_scores_like_the_zero_shot_run(zero_shot, weights):
     from videotext.inference import load_model
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     zero = load_model(zero_shot, device="cpu").method
     fresh = build_method("clip4clip", {"clip_model": TINY, "pretrained": weights, "sim_header": "meanP"},
@@ -266,7 +266,7 @@ def test_clip4clip_meanP_at_init_scores_like_the_zero_shot_run(zero_shot, weight
 
 @pytest.mark.parametrize("header", ["seqLSTM", "seqTransf"])
 def test_sequence_calculators_ignore_padded_frames(header, weights):
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     method = build_method("clip4clip", {"clip_model": TINY, "pretrained": weights, "sim_header": header},
                           expert_dims={"clip": 32}).eval()
@@ -291,7 +291,7 @@ def test_sequence_calculators_ignore_padded_frames(header, weights):
 def test_seq_transformer_starts_from_clips_text_blocks(tmp_path):
     import json
 
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     config = json.loads(Path(TINY).read_text())
     config["text_cfg"]["width"] = config["embed_dim"]  # widths match: copy, as the official code does
@@ -307,7 +307,7 @@ def test_seq_transformer_starts_from_clips_text_blocks(tmp_path):
 
 
 def test_clip4clip_loss_is_symmetric_infonce_with_clips_logit_scale(weights):
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     method = build_method("clip4clip", {"clip_model": TINY, "pretrained": weights}, expert_dims={"clip": 32}).eval()
     torch.manual_seed(0)
@@ -433,7 +433,7 @@ def test_zero_shot_run_serves_and_evaluates(tiny_synth, clip_features, weights, 
 
 
 def test_frozen_spatial_init_from_an_open_clip_vit(tmp_path):
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     arch = str(Path(TINY).with_name("openclip_tiny_vit8.json"))  # 32×32 images, patch 8, width 32 = preset tiny
     torch.manual_seed(5)
@@ -460,7 +460,7 @@ def test_frozen_from_quick_gelu_clip_weights_runs_quick_gelu(tmp_path, monkeypat
     """A spatial init from CLIP weights trained with QuickGELU (OpenAI's tags say so) keeps it: one
     frame through the space-time model equals open_clip's own image tower built with QuickGELU."""
     from videotext.models import frozen
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     assert frozen.clip_quick_gelu("openclip:ViT-B-16@openai")  # the tag's config: quick_gelu True
     assert not frozen.clip_quick_gelu("openclip:ViT-B-16@laion2b_s34b_b88k")
@@ -487,7 +487,7 @@ def test_frozen_from_quick_gelu_clip_weights_runs_quick_gelu(tmp_path, monkeypat
 def test_frozen_spatial_init_from_a_timm_vit_by_name(tmp_path):
     timm = pytest.importorskip("timm")
     from videotext.config import ConfigError
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     torch.manual_seed(6)
     vit = timm.create_model("vit_tiny_patch16_224", pretrained=False)
@@ -548,7 +548,7 @@ def _features(output):
 
 
 def test_clip4clip_end_to_end_frames_equal_the_feature_path(weights, reference):
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     common = {"clip_model": TINY, "pretrained": weights, "sim_header": "seqTransf"}
     frames_model = build_method("clip4clip", {**common, "input": "frames"}).eval()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from videotext.cli import app
 from videotext.models import METHODS, Method, register
-from videotext.models.base import list_methods
+from videotext.models.registry import list_methods
 
 
 def test_a_second_class_under_a_taken_name_is_refused_and_the_same_class_again_is_not():

@@ -11,10 +11,10 @@ import torch
 from videotext.config import ConfigError
 from videotext.losses import hardest_negative_triplet
 from videotext.losses.captioning import mix_support_set, support_mask, support_set_weights
-from videotext.models.base import build_method
 from videotext.models.layers.pooling_head import (
     BiGRUPreEncoder, MaskedBatchNorm, TemporalCNN, TransformerPoolingHead, TransformerPoolingLayer,
 )
+from videotext.models.registry import build_method
 
 # Hand-made batch of 3 pairs: unit vectors, so <c_t^i, c_v^j> is read off this table.
 #            v0    v1    v2

@@ -127,7 +127,7 @@ def test_caption_videos_matches_the_method_on_stored_features(tiny_synth, tmp_pa
     from videotext.data.features import FeatureStore
     from videotext.data.loaders import VideoFeatures
     from videotext.data.schema import VideoTextDataset
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
     from videotext.train.checkpoint import save_checkpoint
 
     experts = ["motion", "audio"]  # no network to run: quick to extract again
@@ -195,7 +195,7 @@ def test_report_section_scores_captions_in_one_call_and_plots_the_attention(tmp_
     from videotext.data.loaders import VideoFeatures
     from videotext.data.schema import Video, VideoTextDataset
     from videotext.eval.supportset_report import captioning_report
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     calls = []
 

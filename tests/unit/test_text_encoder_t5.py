@@ -38,7 +38,7 @@ def test_hidden_states_of_bert_concatenate_the_last_two_layers():
 
 
 def test_supportset_trains_on_a_t5_text_encoder(tiny_t5):
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
 
     torch.manual_seed(0)
     model = build_method("supportset", {"text_model": str(tiny_t5), "embed_dim": 16, "ffn_dim": 32,

@@ -231,7 +231,7 @@ def test_order_dependent_captions_are_scored_as_their_own_subset(tiny_synth):
     """evaluate() adds t2v_order / v2t_order: the same metric on the order-sensitive captions only."""
     from videotext.data.schema import VideoTextDataset
     from videotext.eval.evaluate import encode_split, evaluate, evaluate_encoded, order_sensitive_mask
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
     from videotext.data.run_data import RunData
 
     dataset = VideoTextDataset.load(tiny_synth / "manifest.json")

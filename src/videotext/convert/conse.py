@@ -47,7 +47,7 @@ def recognises(data: Any) -> bool:
 def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     """Write `out_dir/config.yaml` + `out_dir/checkpoints/best`."""
     opts = OPTIONS.resolve(options)
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
     from videotext.models.conse import ConSEConfig
     from videotext.train.checkpoint import save_checkpoint
 

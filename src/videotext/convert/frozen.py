@@ -30,9 +30,9 @@ from videotext.convert._checkpoint import config_value, read_checkpoint, require
     trainer_config
 from videotext.convert._options import Option, Options
 from videotext.errors import VideoTextError
-from videotext.models.base import build_method
 from videotext.models.frozen import FrozenConfig
 from videotext.models.layers.space_time import expand_temporal_embed
+from videotext.models.registry import build_method
 from videotext.train.checkpoint import save_checkpoint
 
 PREFIX = "module."

@@ -27,8 +27,8 @@ from videotext.convert._checkpoint import config_value, read_checkpoint, require
     trainer_config
 from videotext.convert._options import Option, Options
 from videotext.errors import VideoTextError
-from videotext.models.base import build_method
 from videotext.models.mmt import MMTConfig
+from videotext.models.registry import build_method
 from videotext.train.checkpoint import save_checkpoint
 
 OPTIONS = Options(

@@ -50,7 +50,7 @@ def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     manifest, features = opts["manifest"], opts["features"]
     # torch and the methods, imported here so `videotext convert openclip --help` (OPTIONS) stays light
     from videotext import openclip
-    from videotext.models.base import build_method
+    from videotext.models.registry import build_method
     from videotext.models.clip4clip import CLIP4ClipConfig
     from videotext.train.checkpoint import save_checkpoint
 

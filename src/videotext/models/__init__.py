@@ -1,12 +1,9 @@
-"""Methods, registered by name. Every module in this package is imported, so a new
-method file registers itself with `@register` and needs no edit elsewhere."""
-import importlib
-import pkgutil
+"""Methods, registered by name (`videotext.models.registry`). Importing the package imports
+every module in it, so a new method file registers itself with `@register` and needs no edit
+elsewhere."""
+from videotext.models.base import Embedding, Method
+from videotext.models.registry import METHODS, build_method, load_builtin_methods, method_class, register
 
-from videotext.models.base import METHODS, Embedding, Method, build_method, method_class, register
-
-for _module in pkgutil.iter_modules(__path__):
-    if not _module.name.startswith("_") and _module.name != "base":
-        importlib.import_module(f"{__name__}.{_module.name}")
+load_builtin_methods()
 
 __all__ = ["METHODS", "Embedding", "Method", "build_method", "method_class", "register"]

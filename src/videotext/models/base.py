@@ -1,4 +1,4 @@
-"""The interface every method implements, and the registry that names them.
+"""The interface every method implements (`videotext.models.registry` names them).
 
 A method is an `nn.Module` with four operations:
 
@@ -40,67 +40,11 @@ from typing import Any, ClassVar, Iterable
 import torch
 from torch import nn
 
-from videotext.config import ConfigError, from_dict, to_plain
+from videotext.config import to_plain
 from videotext.data.loaders import CaptionVideoBatches, video_batches
 from videotext.distributed import LossGather
 
 from videotext.embedding import Embedding, concat_embeddings, embedding_to  # noqa: F401  (re-exported)
-
-METHODS: dict[str, type["Method"]] = {}
-
-
-def register(cls: type["Method"]) -> type["Method"]:
-    """Class decorator: make a method available by its `name` in configs and checkpoints.
-
-    A second class under a name already taken is refused (configs and checkpoints name methods,
-    so a silent overwrite would load another model); registering the same class again (a module
-    imported twice) is harmless."""
-    if not getattr(cls, "name", None):
-        raise TypeError(f"{cls.__name__} needs a `name`")
-    taken = METHODS.get(cls.name)
-    if taken is not None and f"{taken.__module__}.{taken.__qualname__}" != f"{cls.__module__}.{cls.__qualname__}":
-        raise ValueError(f"method name {cls.name!r} is already registered by {taken.__module__}.{taken.__qualname__}; "
-                         f"{cls.__module__}.{cls.__qualname__} needs another name")
-    METHODS[cls.name] = cls
-    return cls
-
-
-def list_methods() -> dict[str, str]:
-    """Registered method name -> one line saying what it is (its class docstring, else the first
-    line of its module's docstring without the leading "`name`:"), sorted by name."""
-    import sys
-
-    import videotext.models  # noqa: F401  (registers the built-in methods)
-
-    def summary(cls: type) -> str:
-        doc = cls.__dict__.get("__doc__") or sys.modules[cls.__module__].__doc__ or ""
-        first = (doc.strip().splitlines() or [""])[0]
-        return first.split(": ", 1)[1] if first.startswith(f"`{cls.name}`: ") else first
-
-    return {name: summary(METHODS[name]) for name in sorted(METHODS)}
-
-
-def method_class(name: str) -> type["Method"]:
-    import videotext.models  # noqa: F401  (registers the built-in methods)
-
-    if name not in METHODS:
-        raise ConfigError(f"method: unknown method {name!r}; available: {sorted(METHODS)}")
-    return METHODS[name]
-
-
-def build_method(name: str, config: dict[str, Any] | Any | None = None, gather: LossGather | None = None,
-                 **context: Any) -> "Method":
-    """Instantiate a registered method from its name and a config dict (or dataclass).
-
-    `gather` is what its losses see of other ranks (`train.global_negatives`; the trainer hands
-    it in); default: the global batch under torchrun, as `LossGather()`."""
-    cls = method_class(name)
-    if config is None or isinstance(config, dict):
-        config = from_dict(cls.Config, config or {}, f"model ({name})")
-    method = cls(config, **context)
-    if gather is not None:
-        method.gather = gather
-    return method
 
 
 class Method(nn.Module):

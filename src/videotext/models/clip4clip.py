@@ -35,8 +35,9 @@ from videotext import openclip
 from videotext.config import ConfigError
 from videotext.data.frames import FrameBatches, FrameSpec, cached_source, eval_video_batches
 from videotext.losses import info_nce
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.pooling import masked_pool
+from videotext.models.registry import register
 from videotext.text.openclip import OpenCLIPTextEncoder
 
 SIM_HEADERS = ("meanP", "seqLSTM", "seqTransf")

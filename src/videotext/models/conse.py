@@ -37,8 +37,9 @@ from torch import nn
 
 from videotext.config import ConfigError
 from videotext.losses import info_nce
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.pooling import masked_pool
+from videotext.models.registry import register
 from videotext.text.encoder import HFTextEncoder
 
 CLASSES = 1000  # ImageNet-1k

@@ -33,8 +33,9 @@ from videotext.data.hierarchy import (
     split_sentences,
 )
 from videotext.losses.coot import alignment_loss, cluster_loss, cycle_consistency_loss
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.pooling import POOLING, masked_pool
+from videotext.models.registry import register
 from videotext.text.encoder import text_config
 
 MASK_VALUE = -32752.0  # official INF: a finite fill keeps all-padding rows finite (uniform)

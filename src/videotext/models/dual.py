@@ -17,8 +17,9 @@ from torch import nn
 
 from videotext.config import ConfigError
 from videotext.losses import contrastive_loss
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.pooling import masked_pool
+from videotext.models.registry import register
 from videotext.text import build_text_encoder
 
 

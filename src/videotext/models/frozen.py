@@ -35,9 +35,10 @@ from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub
 from videotext.losses import info_nce
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.space_time import (CLIP_LN_EPS, CLS_MODES, EXPANSIONS, LN_EPS, RESIDUALS,
                                                  SpaceTimeTransformer)
+from videotext.models.registry import register
 from videotext.runtime import full_precision
 from videotext.text import build_text_encoder
 

@@ -37,10 +37,11 @@ from videotext.config import ConfigError
 from videotext.data.loaders import video_batches
 from videotext.data.mmt_features import MMTCaptionBatches, MMTFeatures, collate_mmt
 from videotext.losses import contrastive_loss
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.gated_unit import GatedEmbeddingUnit
 from videotext.models.layers.mmt_bert import MMTBert
 from videotext.models.layers.pooling import masked_pool
+from videotext.models.registry import register
 from videotext.text import build_text_encoder
 
 POS_AGG, POS_UNK, POS_FIRST = 0, 1, 2  # position-table rows: T_agg, T_unk, T_1 (official layout)

@@ -31,11 +31,12 @@ from torch import nn
 from videotext.config import ConfigError
 from videotext.losses import hardest_negative_triplet
 from videotext.losses.captioning import VARIANTS, mix_support_set, support_set_weights
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.caption_decoder import CaptionDecoder, HFCaptionDecoder
 from videotext.models.layers.pooling_head import (
     BiGRUPreEncoder, MLPPreEncoder, TemporalCNN, TransformerPoolingHead,
 )
+from videotext.models.registry import register
 from videotext.text import HFTextEncoder, pretrained
 from videotext.distributed import gather_with_grad
 

@@ -38,9 +38,10 @@ from torch import nn
 from videotext.config import ConfigError
 from videotext.losses import info_nce
 from videotext.losses.token import global_contrast, sample_negatives, token_contrast
-from videotext.models.base import Method, register
+from videotext.models.base import Method
 from videotext.models.layers.fusion import FusionEncoder, ScoreMLP, VideoEncoder, copy_bert_layers
 from videotext.models.layers.pooling import masked_pool
+from videotext.models.registry import register
 from videotext.text import HFTextEncoder
 from videotext.text.pos import TOKEN_CLASSES, PosTagger, fit_idf, select_pieces, tfidf_weights
 

@@ -37,7 +37,8 @@ from videotext.errors import VideoTextError
 from videotext.eval.evaluate import metric_directions
 from videotext.eval.protocols import evaluate_split
 from videotext.io import read_json_lines, write_json
-from videotext.models.base import Method, build_method
+from videotext.models.base import Method
+from videotext.models.registry import build_method
 from videotext.runtime import resolve_device, resolve_precision, retain_freed_memory, to_device
 from videotext import distributed as dist
 from videotext.train.checkpoint import (
