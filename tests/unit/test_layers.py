@@ -1,5 +1,7 @@
 """The package imports only downward (docs/architecture.md): every `import` of a videotext module,
-at the top of a file or inside a function, goes to a module of the same layer or a lower one.
+at the top of a file or inside a function, goes to a module of the same layer or a lower one, and
+no module imports one that imports it back: no import cycle, of any length, not even within a
+layer (a package's `__init__` counts as a module of its own).
 
     foundations   errors io embedding runtime distributed weights hub download (and the package's __version__)
     config        config
@@ -90,6 +92,67 @@ def upward_imports() -> list[str]:
     return out
 
 
+def import_graph(root: Path = SRC) -> dict[str, dict[str, list[str]]]:
+    """module -> {imported videotext module -> ["path:line", ...]}, for every module under root/videotext."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted((root / "videotext").rglob("*.py")):
+        edges = graph.setdefault(module_name(path, root), {})
+        for target, line in videotext_imports(path, root):  # `from m import a, b`: one edge, one line
+            lines = edges.setdefault(target, [])
+            if f"{path.relative_to(root)}:{line}" not in lines:
+                lines.append(f"{path.relative_to(root)}:{line}")
+    return {module: {target: lines for target, lines in edges.items() if target in graph and target != module}
+            for module, edges in graph.items()}
+
+
+def import_cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted: every
+    module of one lies on an import cycle with the others."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, {})):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
+def cycle_report(root: Path = SRC) -> list[str]:
+    """One line per import cycle: its modules, then each import that joins two of them."""
+    graph = import_graph(root)
+    out = []
+    for component in import_cycles(graph):
+        members = set(component)
+        joins = [f"{line} {module} -> {target}" for module in component
+                 for target, lines in sorted(graph[module].items()) if target in members for line in lines]
+        out.append(f"cycle {' <-> '.join(component)}: {'; '.join(joins)}")
+    return out
+
+
 def test_every_import_goes_to_the_same_layer_or_below():
     assert upward_imports() == []
 
@@ -111,3 +174,26 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
                                   "from ..search import index\nfrom videotext import inference\n")
     found = videotext_imports(package / "x.py", tmp_path)
     assert sorted(found) == [("videotext.inference", 4), ("videotext.search", 3), ("videotext.train.trainer", 2)]
+
+
+def test_no_import_cycle():
+    cycles = cycle_report()
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_cycle_checker_finds_cycles_through_function_imports_and_longer_ones(tmp_path):
+    package = tmp_path / "videotext" / "pkg"
+    package.mkdir(parents=True)
+    (tmp_path / "videotext" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from videotext.pkg.a import f\n")  # a cycle of two: the package and a
+    (package / "a.py").write_text("def f():\n    from videotext.pkg import g\n    return g\n")
+    (package / "b.py").write_text("from videotext.pkg import c\n")  # a cycle of three: b -> c -> d -> b
+    (package / "c.py").write_text("import videotext.pkg.d\n")
+    (package / "d.py").write_text("def h():\n    from . import b\n")
+    (package / "e.py").write_text("from videotext.pkg.b import x\nfrom videotext.pkg import a\n")  # no cycle
+    graph = import_graph(tmp_path)
+    assert graph["videotext.pkg.a"] == {"videotext.pkg": ["videotext/pkg/a.py:2"]}
+    assert import_cycles(graph) == [["videotext.pkg", "videotext.pkg.a"],
+                                    ["videotext.pkg.b", "videotext.pkg.c", "videotext.pkg.d"]]
+    report = cycle_report(tmp_path)
+    assert len(report) == 2 and "videotext/pkg/d.py:2 videotext.pkg.d -> videotext.pkg.b" in report[1]
