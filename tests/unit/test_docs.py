@@ -5,7 +5,11 @@ and README.md must name a command of the typer app (groups such as `dataset` and
 must name one of their subcommands too); every config named in code (`mmt/msrvtt_1ka`,
 packaged) and every `configs/...` path must resolve as `videotext train` resolves it; every
 relative Markdown link must resolve; the manifest example in docs/datasets/manifest.md
-must load. The checkers are tested on bad input too, so the test can fail.
+must load. Every "mean ± std" figure of README.md and docs/ cites the benchmark record it
+restates and equals the figure formatted from it, or sits in a region that says it is a
+paper's or was measured without a committed record (`videotext.benchmark.figures`), and
+docs/benchmark.md is the page its records give. The checkers are tested on bad input too,
+so the test can fail.
 """
 from __future__ import annotations
 
@@ -239,3 +243,83 @@ def test_reference_checker_catches_both_kinds() -> None:
     text = (f"as in {ISSUE} 11; the {ISSUE}-time path; until {STOP} 28; see DESIGN.md and ../shared/x; "
             f"a GitHub {ISSUE} thread; {STOP}words")
     assert references(text) == [f"{ISSUE} 11", f"{ISSUE}-time", f"{STOP} 28", "DESIGN.md", "../shared"]
+
+
+# --- figures quoted from the benchmark records ------------------------------------------------
+RECORDS = ROOT / "results" / "benchmark"
+BENCHMARK_PAGE = ROOT / "docs" / "benchmark.md"
+
+
+def test_every_quoted_figure_matches_its_record() -> None:
+    """Every "mean ± std" of README.md and docs/ either cites its benchmark record and equals
+    the figure formatted from it (per-seed lists after it too), or sits in a region that says
+    it is a paper's or was measured without a committed record."""
+    from videotext.benchmark.figures import check, parse, pages
+
+    checked = pages([ROOT / "README.md", ROOT / "docs"])
+    assert set(PAGES) - set(checked) == {BENCHMARK_PAGE}  # the one generated page, checked below
+    errors, cited = [], 0
+    for page in checked:
+        text = page.read_text(encoding="utf-8")
+        errors += check(text, RECORDS, page.relative_to(ROOT).as_posix())
+        cited += sum(f.spec is not None for f in parse(text)[0])
+    assert errors == []
+    readme = parse((ROOT / "README.md").read_text(encoding="utf-8"))[0]
+    assert readme and all(f.spec is not None for f in readme)  # README quotes records only
+    assert cited >= 50
+
+
+def test_the_benchmark_page_is_what_its_records_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from videotext.benchmark.definition import load_benchmark
+    from videotext.benchmark.table import write_page
+
+    monkeypatch.chdir(ROOT)  # the page names the records folder relative to the checkout
+    page = write_page(load_benchmark("synthetic"), tmp_path / "runs", tmp_path / "benchmark.md",
+                      "videotext benchmark report synthetic -o docs/benchmark.md", Path("results/benchmark/synthetic"))
+    assert page.read_text(encoding="utf-8") == BENCHMARK_PAGE.read_text(encoding="utf-8")
+
+
+def _records(root: Path, row: str, values: list[float]) -> None:
+    for seed, value in enumerate(values):
+        path = root / "bench" / row / f"seed_{seed}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"results": {row: {"t2v": {"R1": value}}}, "train_cpu_s": 1000.0 * (seed + 8)}))
+
+
+def test_figure_checker_catches_drift_and_uncited_figures(tmp_path: Path) -> None:
+    from videotext.benchmark.figures import check, update
+
+    _records(tmp_path, "a", [80.64, 80.93, 78.89])  # 80.2 ± 1.1
+    _records(tmp_path, "b", [77.77, 75.75, 75.91])  # a − b: +3.7 ± 1.3 (+2.9 / +5.2 / +3.0)
+    a, b = "bench/a results.a.t2v.R1", "bench/b results.b.t2v.R1"
+    good = (f"two-stage **80.2 ± 1.1**<!-- record {a} --> (80.6 / 80.9 / 78.9), "
+            f"+3.7 ± 1.3<!-- record {a} - {b} --> (+2.9, +5.2, +3.0) over cheap, "
+            f"b − a −3.68 ± 1.30<!-- record {b} - {a} -->, "
+            "CPU 9 000 ± 1 000<!-- record bench/a train_cpu_s -->.\n"
+            "<!-- figures: paper (Table 1) -->\n\n| x | 24.6 ± 0.4 |\n\n<!-- /figures -->\n"
+            "and <!-- figures: unrecorded -->60.1 ± 2.0<!-- /figures --> elsewhere.\n")
+    assert check(good, tmp_path) == []
+    assert update(good, tmp_path) == good
+
+    def one(text: str) -> str:
+        errors = check(text, tmp_path)
+        assert len(errors) == 1, errors
+        return errors[0]
+
+    assert "gives '80.2 ± 1.1'" in one(good.replace("80.2 ± 1.1", "80.3 ± 1.1"))  # an edited figure
+    assert "gives '+3.7 ± 1.3'" in one(good.replace("+3.7 ± 1.3", "−3.7 ± 1.3"))  # a flipped sign
+    assert "per-seed" in one(good.replace("80.9 / 78.9", "80.9 / 78.8"))  # an edited seed
+    assert "not one per seed" in one(good.replace("(80.6 / 80.9 / 78.9)", "(80.6 / 80.9)"))
+    assert "cites no record" in one(good + "a new figure 12.0 ± 0.5 here\n")
+    assert "no key" in one(good.replace("results.a.t2v.R1 -->", "results.a.t2v.R5 -->", 1))
+    assert "follows no" in one(good + "text <!-- record bench/a results.a.t2v.R1 --> alone\n")
+    assert "never closed" in one(good + "<!-- figures: paper -->\n")
+    assert "unknown kind" in one(good.replace("figures: unrecorded", "figures: trusted"))
+    assert "raw HTML" in one(good.replace("and <!-- figures: unrecorded -->", "<!-- figures: unrecorded -->"))
+    _records(tmp_path, "a", [80.64, 80.93, 79.89])  # a record diverges from the text
+    assert len(check(good, tmp_path)) == 5  # a, a − b, b − a and the seed lists of a and a − b
+    rewritten = update(good, tmp_path)
+    assert "**80.5 ± 0.5**<!--" in rewritten and "(80.6 / 80.9 / 79.9)" in rewritten
+    assert "+4.0 ± 1.2<!--" in rewritten and "(+2.9, +5.2, +4.0)" in rewritten and "−4.01 ± 1.16<!--" in rewritten
+    assert "24.6 ± 0.4" in rewritten and "60.1 ± 2.0" in rewritten
+    assert check(rewritten, tmp_path) == []
