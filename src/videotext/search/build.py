@@ -188,7 +188,7 @@ def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset,
     if not build.nothing_to_add:
         todo, reader = index_inputs(model, source, todo, features_dir, progress, window, stride, build.fingerprints)
         index = write_videos(model, index, todo, reader, build, out, store, collection, parts_folder(out, features_dir))
-        added = {e.id for e in index_entries(todo)}
+        added = {v.id for v in todo}  # the entry ids just written (`index_entries`)
     if dist.is_main():
         finish_index(index, build.plan, added, out)
     opens_elsewhere = dist.broadcast_object(index.multi_process if dist.is_main() else None)  # after rank 0 saved
@@ -233,8 +233,8 @@ def index_inputs(model: IndexModel, source: Any, dataset: VideoTextDataset, feat
     """The videos (or their windows) to encode and their feature reader: features are
     extracted where missing (and the media fingerprints they came from recorded), videos
     no expert could read are left out."""
-    reader = model.features_for(dataset, features_dir, progress, whole_videos=not window)
-    present = [v for v in dataset if any(reader.store.has(e, v.key) for e in model.experts)]
+    reader, experts = model.features_for(dataset, features_dir, progress, whole_videos=not window), model.experts
+    present = [v for v in dataset if any(reader.store.has(e, v.key) for e in experts)]
     if not present:
         raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
     if fingerprints and dist.is_main():
