@@ -389,7 +389,7 @@ def configs_command() -> None:
 @app.command("methods")
 def methods_command() -> None:
     """List the registered methods (the `method:` of a config), one line each."""
-    from videotext.models.base import list_methods
+    from videotext.models.registry import list_methods
 
     methods = list_methods()
     width = max(map(len, methods), default=0)
