@@ -252,3 +252,58 @@ def test_data_text_paragraph_makes_the_joined_segments_the_one_caption():
     assert sorted(batches.batch(0, 0)["text"]) == ["A ball rolls. then it spins.", "a plain caption"]
     with pytest.raises(VideoTextError, match="data.text"):
         with_text(data, "sentences")
+
+
+# --- controls of the cross-captioning loss ----------------------------------------------------
+def _controlled(**switches):
+    torch.manual_seed(0)
+    cfg = {"embed_dim": 32, "ffn_dim": 64, "decoder": "scratch", "decoder_dim": 32, "decoder_ffn_dim": 64,
+           "freeze_text": True, "dropout": 0.0, "decoder_dropout": 0.0, "temperature": 0.5, **switches}
+    return build_method("supportset", cfg, expert_dims=DIMS).train()
+
+
+def _head_gradient(model, loss) -> dict[str, float]:
+    """Norm of the gradient `loss` alone sends into each head, by a separate backward pass."""
+    model.zero_grad(set_to_none=True)
+    loss.backward(retain_graph=True)
+    norms = {}
+    for head in ("video", "text"):
+        grads = [p.grad for p in getattr(model, f"{head}_head").parameters() if p.grad is not None]
+        norms[head] = float(torch.stack([g.pow(2).sum() for g in grads]).sum().sqrt()) if grads else 0.0
+    model.zero_grad(set_to_none=True)
+    return norms
+
+
+def test_captioning_reaches_the_embeddings_only_through_the_attention_unless_detached():
+    batch = {"video": _video_batch(), "text": None}
+    for detach in (False, True):
+        model = _controlled(detach_attention=detach)
+        batch["text"] = model.prepare_text(TEXTS)
+        out = model.loss(batch)
+        caption = _head_gradient(model, out["caption_weighted"])
+        if detach:  # e_v is the heads' input, not their output: no path is left
+            assert caption == {"video": 0.0, "text": 0.0}
+        else:
+            assert caption["video"] > 0 and caption["text"] > 0
+        assert _head_gradient(model, out["contrast"])["video"] > 0
+
+
+def test_diagnosed_gradient_norms_equal_separate_backward_passes():
+    model = _controlled(diagnose=True)
+    out = model.loss({"video": _video_batch(), "text": model.prepare_text(TEXTS)})
+    contrast, caption = _head_gradient(model, out["contrast"]), _head_gradient(model, out["caption_weighted"])
+    for head in ("video", "text"):
+        assert float(out[f"grad_{head}_contrast"]) == pytest.approx(contrast[head], rel=1e-5)
+        assert float(out[f"grad_{head}_caption"]) == pytest.approx(caption[head], rel=1e-5)
+
+
+def test_the_balanced_rule_sets_lambda_once_so_both_losses_start_equal(tmp_path):
+    model = _controlled(caption_weight_rule="balanced")
+    first = model.loss({"video": _video_batch(), "text": model.prepare_text(TEXTS)})
+    assert float(first["caption_weighted"].detach()) == pytest.approx(float(first["contrast"].detach()), rel=1e-5)
+    lam = float(first["caption_lambda"])
+    assert lam == pytest.approx(float(first["contrast"]) / float(first["caption"]), rel=1e-5)
+    second = model.loss({"video": _video_batch(seed=1), "text": model.prepare_text(TEXTS[::-1])})
+    assert float(second["caption_lambda"]) == lam  # held after the first batch
+    assert float(model.state_dict()["balanced_weight"]) == lam  # saved with the weights: a resume keeps it
+    assert "balanced_weight" not in _controlled().state_dict()  # the paper's fixed λ: checkpoints unchanged

@@ -59,6 +59,12 @@ class SupportSetConfig:
     margin: float = 0.2  # α of eq. 1 (§3.1.1)
     captioning: str = "cross"  # none | identity | full | hybrid | cross (§3.1.2; cross is the paper's)
     caption_weight: float = 10.0  # λ (§3.1.2)
+    caption_weight_rule: str = "fixed"  # fixed: λ = caption_weight | balanced: §3.1.2's rule "to ensure similar
+    # magnitudes for both losses": λ = triplet / caption on the first training batch, then held (×caption_weight/10)
+    detach_attention: bool = False  # control: W (eq. 3) from detached c_t / c_v, so captioning sends no gradient
+    # into the embeddings through the attention (the paper lets it through)
+    detach_memory: bool = False  # control: e_v detached for the decoder (no caption gradient into Ψ' / expert_norms)
+    diagnose: bool = False  # log per step the gradient norm each loss sends into the video and text heads (slower)
     temperature: float = 0.1  # T of eq. 3 (not given in the paper; ours) on cosine similarities
     support_size: int = 0  # support set = blocks of this many batch samples; 0 = the whole batch (Table 1e)
     caption_memory: str = "features"  # features: e_v = Ψ'(v) (eq. 3) | sequence: the video head's output
@@ -100,6 +106,8 @@ class SupportSet(Method):
         self.video_head = TransformerPoolingHead(self._pre_encoder(config.video_pre_encoder, fused_dim), **head)
         self.text_head = TransformerPoolingHead(self._pre_encoder(config.text_pre_encoder, hidden), **head)
         self.decoder = None
+        if config.caption_weight_rule == "balanced":  # λ measured once, saved with the weights (0: not yet)
+            self.register_buffer("balanced_weight", torch.zeros(()))
         memory_dim = fused_dim if config.caption_memory == "features" else d
         if config.captioning != "none" and config.decoder == "pretrained":
             try:
@@ -125,7 +133,7 @@ class SupportSet(Method):
     def _check(config: SupportSetConfig) -> None:
         choices = {"video_pre_encoder": ("cnn", "mlp"), "text_pre_encoder": ("gru", "cnn", "mlp"),
                    "captioning": VARIANTS, "caption_memory": ("features", "sequence"),
-                   "decoder": ("pretrained", "scratch")}
+                   "decoder": ("pretrained", "scratch"), "caption_weight_rule": ("fixed", "balanced")}
         for key, allowed in choices.items():
             if getattr(config, key) not in allowed:
                 raise ConfigError(f"model.{key}: expected one of {list(allowed)}, got {getattr(config, key)!r}")
@@ -220,7 +228,10 @@ class SupportSet(Method):
         parts = hardest_negative_triplet(c_t @ c_v.T, margin=cfg.margin, positives=positives)
         out = {"loss": parts["loss"], "contrast": parts["loss"], "t2v": parts["t2v"], "v2t": parts["v2t"]}
         if self.decoder is not None:
-            weights = support_set_weights(c_t, c_v, cfg.captioning, cfg.temperature, cfg.support_size or None)
+            w_t, w_v = (c_t.detach(), c_v.detach()) if cfg.detach_attention else (c_t, c_v)
+            weights = support_set_weights(w_t, w_v, cfg.captioning, cfg.temperature, cfg.support_size or None)
+            if cfg.detach_memory:
+                e_v, sequence = e_v.detach(), sequence.detach()
             memory, memory_mask = self.gather(*self.caption_memory(e_v, mask, sequence))
             if "caption_ids" in batch["text"]:  # a pre-trained decoder's targets
                 targets = batch["text"]["caption_ids"]
@@ -232,8 +243,36 @@ class SupportSet(Method):
                 targets = gather_with_grad(targets, pad_value=self.decoder.pad_id)
             memory, memory_mask = mix_support_set(weights, memory, memory_mask)
             caption = self.decoder.nll(targets, memory, memory_mask)
-            out["caption"] = caption
-            out["loss"] = out["loss"] + cfg.caption_weight * caption
+            weight = self.caption_lambda(parts["loss"], caption)
+            out.update(caption=caption, caption_lambda=torch.tensor(weight), caption_weighted=weight * caption)
+            if cfg.diagnose and torch.is_grad_enabled():
+                out.update(self.gradient_norms({"contrast": parts["loss"], "caption": weight * caption}))
+            out["loss"] = out["loss"] + weight * caption
+        return out
+
+    def caption_lambda(self, triplet: torch.Tensor, caption: torch.Tensor) -> float:
+        """λ of eq. 3's weighting: `caption_weight`, or under `caption_weight_rule: balanced` the ratio
+        triplet / caption of the first training batch (§3.1.2: "to ensure similar magnitudes for both
+        losses"), scaled by caption_weight / 10 and kept in the checkpoint."""
+        cfg = self.config
+        if cfg.caption_weight_rule == "fixed":
+            return cfg.caption_weight
+        if float(self.balanced_weight) == 0.0 and self.training:
+            ratio = float(triplet.detach()) / max(float(caption.detach()), 1e-8)
+            self.balanced_weight.fill_(max(ratio, 1e-8) * cfg.caption_weight / 10.0)
+        return float(self.balanced_weight) or cfg.caption_weight
+
+    def gradient_norms(self, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The L2 norm of the gradient each loss alone sends into the video head and the text head
+        (the networks that make c_v and c_t): `grad_video_<loss>`, `grad_text_<loss>`."""
+        heads = {"video": [p for p in self.video_head.parameters() if p.requires_grad],
+                 "text": [p for p in self.text_head.parameters() if p.requires_grad]}
+        out = {}
+        for name, loss in losses.items():
+            for head, params in heads.items():
+                grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+                squares = [g.detach().float().pow(2).sum() for g in grads if g is not None]
+                out[f"grad_{head}_{name}"] = torch.stack(squares).sum().sqrt() if squares else torch.zeros(())
         return out
 
     # --- captioning ----------------------------------------------------------------------
