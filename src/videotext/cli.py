@@ -420,6 +420,7 @@ def eval_command(
     data_config: Optional[str] = typer.Option(None, "--data", help="Zero-shot: evaluate on this config's data section (another dataset; a file or a packaged name)."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
+    rescore: Optional[List[str]] = typer.Option(None, "--rescore", help="Also report re-scored figures, labelled, beside the plain ones: dsl (dual softmax over all test queries at once), qbnorm (QB-Norm with a querybank of the training captions). Repeatable or comma-separated."),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.eval.run_eval import evaluate_run
@@ -431,8 +432,11 @@ def eval_command(
 
         model.config, report = zero_shot_config(model, data_config, checkpoint), False
         checkpoint = f"{checkpoint}_on_{Path(data_config).stem}"
-    result, page = evaluate_run(model, split, checkpoint, report=report)
+    result, page = evaluate_run(model, split, checkpoint, report=report, rescore=rescore or ())
     typer.echo(_metrics_text(result))
+    for entry in result.get("rescored", {}).values():  # never in place of the plain figures above
+        typer.echo(_metrics_text({f"{d} ({label})": entry[d] for d, label in entry["labels"].items()}))
+        typer.echo(f"  ({entry['uses']})")
     if page is not None:
         typer.echo(f"report: {page}")
 

@@ -52,6 +52,21 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     cheap = row_cells("ToCo cheap scorer alone")
     assert cheap[4] == f"{record['results']['toco-cheap']['t2v']['R1']:.1f}"
     assert record["train_cpu_s"] > 0 and record["trainable_parameters"] > 0
+    # dual's re-scored lines: the same checkpoint, on their own table, paired with the plain row
+    dual_record = json.loads((results / "dual" / "seed_0.json").read_text())
+    assert dual_record["results"]["dual"] == {k: v for k, v in tested["dual"].items()
+                                              if isinstance(v, dict) and k != "ranks"}  # plain unchanged
+    assert dual_record["rescored"]["dual-dsl"]["rescore"] == "dsl" and "v2t" not in dual_record["results"]["dual-qbnorm"]
+    assert dual_record["rescored"]["dual-qbnorm"]["settings"]["bank_size"] > 0
+    assert dual_record["inference"]["dual-dsl"]["rescore_cpu_ms"] >= 0
+    dsl, qb = row_cells("dual encoder re-scored by dual softmax"), row_cells("dual encoder re-scored by QB-Norm")
+    for cells, name in ((dsl, "dual-dsl"), (qb, "dual-qbnorm")):
+        rescored_r1 = dual_record["results"][name]["t2v"]["R1"]
+        assert cells[4] == f"{rescored_r1:.1f}" and cells[10].startswith(f"{rescored_r1 - tested['dual']['t2v']['R1']:.1f}")
+    assert dsl[7] == f"{dual_record['results']['dual-dsl']['v2t']['R1']:.1f}" and qb[7] == "–"  # QB-Norm: t2v only
+    assert qb[11] == f"{dual_record['results']['dual-qbnorm']['t2v']['rescored_queries']:.1f}"
+    assert "## Inference-time re-scoring" in text and "information a single-query search does not have" in text
+    assert sum(line.startswith("| dual encoder re-scored") for line in text.splitlines()) == 2  # not in main / toco_init
     assert record["inference"]["toco"]["query_cpu_ms"] > 0 and [e for e, _ in record["val_curve"]] == [2.0]  # eval_every=2
     dual_curve = json.loads((results / "dual" / "seed_0.json").read_text())["val_curve"]
     assert [e for e, _ in dual_curve] == [1.0, 2.0] and dual_curve[-1][1] >= 0

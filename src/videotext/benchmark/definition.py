@@ -4,7 +4,9 @@ One YAML file names everything a table depends on, so two runs of the benchmark 
 the same things: the synthetic set (size, seed, splits, the shared-event share), the
 extraction settings (one for all rows), the seeds, and one row per method or variant
 (a packaged run config, its epoch budget, overrides). A row may add *evaluations* of its
-own checkpoint under another setting (ToCo's cheap scorer alone: `model.rerank_top_k=0`).
+own checkpoint under another setting (ToCo's cheap scorer alone: `model.rerank_top_k=0`) or
+re-scored at inference (`rescore: dsl` / `qbnorm`, `videotext.eval.rescore`), each its own
+labelled table line beside the plain row.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import yaml
 
 from videotext.config import PACKAGED, ConfigError, apply_overrides, from_dict
+from videotext.eval.rescore import RESCORERS
 
 
 @dataclass
@@ -35,11 +38,14 @@ class DataDef:
 
 @dataclass
 class EvalDef:
-    """Another test evaluation of a row's selected checkpoint, with model settings changed."""
+    """Another test evaluation of a row's selected checkpoint, with model settings changed and/or
+    its test similarities re-scored (`rescore`: a name in `videotext.eval.rescore.RESCORERS`)."""
 
     name: str
     label: str
     set: list[str] = field(default_factory=list)  # model.KEY=VALUE only
+    rescore: str = ""  # "dsl" (dual softmax over all test queries) | "qbnorm" (querybank of training captions)
+    tables: list[str] | None = None  # the tables showing this line (default: its row's)
 
 
 @dataclass
@@ -96,6 +102,16 @@ class BenchmarkDef:
         """Every table line: each row, then its evaluations."""
         return [n for row in self.rows for n in [row.name, *(e.name for e in row.evals)]]
 
+    def table_lines(self, table_id: str) -> list[str]:
+        """The lines of one table, in definition order: each row listing it, and each evaluation
+        listing it (an evaluation without its own `tables` is in its row's)."""
+        lines = []
+        for row in self.rows:
+            if table_id in row.tables:
+                lines.append(row.name)
+            lines += [e.name for e in row.evals if table_id in (row.tables if e.tables is None else e.tables)]
+        return lines
+
 
 def find_benchmark(name_or_path: str | Path) -> Path:
     """A YAML file, or a packaged benchmark by name (`synthetic` → configs/benchmark_synthetic.yaml)."""
@@ -138,6 +154,13 @@ def load_benchmark(name_or_path: str | Path, overrides: list[str] | None = None)
             bad = [s for s in ev.set if not s.startswith("model.")]
             if bad:
                 raise ConfigError(f"{path}: rows.{row.name}.evals.{ev.name}.set may change model.* only, got {bad}")
+            if ev.rescore and ev.rescore not in RESCORERS:
+                raise ConfigError(f"{path}: rows.{row.name}.evals.{ev.name}.rescore {ev.rescore!r}: unknown "
+                                  f"(known: {', '.join(RESCORERS)})")
+            unknown = sorted(set(ev.tables or []) - table_ids)
+            if unknown:
+                raise ConfigError(f"{path}: rows.{row.name}.evals.{ev.name}.tables names unknown table(s) {unknown} "
+                                  f"(have {sorted(table_ids)})")
     for table in bench.tables:
         for line, baseline in [("baseline", table.baseline), *table.baselines.items()]:
             if baseline not in names or (line != "baseline" and line not in names):

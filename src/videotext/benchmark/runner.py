@@ -3,7 +3,8 @@
 Layout: ``OUT/<row>/seed_<n>/`` is an ordinary `videotext train` run directory (config,
 checkpoints, metrics.jsonl, test_metrics.json, ``benchmark.lock`` while a process works on
 it); ``RESULTS/<row>/seed_<n>.json`` is the run's record, written last (atomically): its test
-metrics, those of its extra evaluations, its validation curve, parameters, training
+metrics, those of its extra evaluations (a re-scored one under "rescored" too: its method,
+settings, labels and the information it used), its validation curve, parameters, training
 CPU-seconds and inference time. RESULTS defaults to OUT; kept apart, the records (a few KB
 each) can be committed and the page regenerated without the checkpoints. A run with a record
 of its row's epoch budget is finished and reused; one with a checkpoint resumes from it (to a
@@ -29,8 +30,9 @@ from videotext.data.schema import VideoTextDataset
 from videotext.data.synthetic import synthesize
 from videotext.data.synthetic.sharing import batch_event_sharing
 from videotext.encode import encode_texts, encode_videos
-from videotext.eval.evaluate import Encoded, metric_directions, score
+from videotext.eval.evaluate import Encoded, caption_texts, metric_directions, querybank_similarity, score
 from videotext.eval.protocols import evaluate_split
+from videotext.eval.rescore import rescore as rescore_matrix
 from videotext.eval.relevance import dataset_caption_relevance
 from videotext.io import process_alive, write_json
 from videotext.train.schedules import depends_on_budget
@@ -159,9 +161,14 @@ def model_settings(method: Any, overrides: list[str]) -> Iterator[None]:
             setattr(config, name, value)
 
 
-def time_inference(method: Any, dataset: VideoTextDataset, read_features: Any, device: Any) -> dict[str, float]:
+def time_inference(method: Any, dataset: VideoTextDataset, read_features: Any, device: Any,
+                   rescore: str = "", querybank: list[str] | None = None) -> dict[str, float]:
     """CPU milliseconds per text query (encode the caption, score it against every video of
-    `dataset`) and per video (encode it from its stored features or frames), this process."""
+    `dataset`) and per video (encode it from its stored features or frames), this process.
+
+    With `rescore` (a `videotext.eval.rescore` name), a query also pays its share of re-scoring
+    the whole test matrix ("rescore_cpu_ms", included in "query_cpu_ms"); QB-Norm's querybank
+    (`querybank`: its captions) is encoded and scored once per gallery, untimed, as the videos' are not."""
     was_training = method.training
     method.eval()
     try:
@@ -173,15 +180,25 @@ def time_inference(method: Any, dataset: VideoTextDataset, read_features: Any, d
         cpu1, wall1 = time.process_time(), time.perf_counter()
         video = encode_videos(method, dataset, read_features, device=device)
         cpu2, wall2 = time.process_time(), time.perf_counter()
-        score(method, Encoded(text, video, refs, video_ids))
+        encoded = Encoded(text, video, refs, video_ids)
+        sims = score(method, encoded)
         cpu3, wall3 = time.process_time(), time.perf_counter()
+        rescore_cpu = rescore_wall = 0.0
+        if rescore:
+            bank_sims = querybank_similarity(method, encoded, querybank or [], device=device) if rescore == "qbnorm" else None
+            cpu4, wall4 = time.process_time(), time.perf_counter()
+            rescore_matrix(rescore, sims, bank_sims)
+            rescore_cpu, rescore_wall = time.process_time() - cpu4, time.perf_counter() - wall4
     finally:
         method.train(was_training)
-    return {"query_cpu_ms": 1000 * ((cpu1 - cpu0) + (cpu3 - cpu2)) / len(refs),
-            "video_cpu_ms": 1000 * (cpu2 - cpu1) / len(video_ids),
-            "query_wall_ms": 1000 * ((wall1 - wall0) + (wall3 - wall2)) / len(refs),
-            "video_wall_ms": 1000 * (wall2 - wall1) / len(video_ids),
-            "queries": len(refs), "videos": len(video_ids)}
+    timing = {"query_cpu_ms": 1000 * ((cpu1 - cpu0) + (cpu3 - cpu2) + rescore_cpu) / len(refs),
+              "video_cpu_ms": 1000 * (cpu2 - cpu1) / len(video_ids),
+              "query_wall_ms": 1000 * ((wall1 - wall0) + (wall3 - wall2) + rescore_wall) / len(refs),
+              "video_wall_ms": 1000 * (wall2 - wall1) / len(video_ids),
+              "queries": len(refs), "videos": len(video_ids)}
+    if rescore:
+        timing["rescore_cpu_ms"] = 1000 * rescore_cpu / len(refs)
+    return timing
 
 
 def validation_curve(run: Path) -> list[list[float]]:
@@ -237,10 +254,20 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
     method, features_reader, device = trainer.method, trainer.data.read_features, trainer.device
     results = {row.name: _test_metrics(test)}
     inference = {row.name: time_inference(method, test_set, features_reader, device)}
+    rescored: dict[str, Any] = {}
+    querybank = (caption_texts(trainer.data.split(config.data.train_split))
+                 if any(e.rescore == "qbnorm" for e in row.evals) else None)
     for extra in row.evals:
         with model_settings(method, extra.set):
-            results[extra.name] = _test_metrics(evaluate_split(method, test_set, features_reader, device=device))
-            inference[extra.name] = time_inference(method, test_set, features_reader, device)
+            if not extra.rescore:
+                results[extra.name] = _test_metrics(evaluate_split(method, test_set, features_reader, device=device))
+                inference[extra.name] = time_inference(method, test_set, features_reader, device)
+                continue
+            evaluated = evaluate_split(method, test_set, features_reader, device=device, rescore=[extra.rescore],
+                                       querybank=querybank)["rescored"][extra.rescore]
+            results[extra.name] = {d: evaluated[d] for d in evaluated["labels"]}  # the re-scored directions
+            rescored[extra.name] = {"rescore": extra.rescore, **{k: evaluated[k] for k in ("labels", "uses", "settings")}}
+            inference[extra.name] = time_inference(method, test_set, features_reader, device, extra.rescore, querybank)
     params = list(method.parameters())
     record = {
         "benchmark": bench.name, "row": row.name, "seed": seed, "config": row.config, "set": list(row.set),
@@ -248,7 +275,7 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
         "select_metric": config.train.select_metric, "best_step": test.get("best_step"),
         "data": {"folder": data.folder_name(), "shared_events": data.shared_events,
                  **data_summary(trainer.data.dataset, config.data.train_split, bench.batch_sharing_sizes)},
-        "results": results, "inference": inference,
+        "results": results, "inference": inference, **({"rescored": rescored} if rescored else {}),
         "parameters": sum(p.numel() for p in params),
         "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
         "train_cpu_s": float(trainer.state.get("train_cpu_s", 0.0)), "train_s": float(trainer.state.get("train_s", 0.0)),

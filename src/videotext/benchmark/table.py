@@ -20,6 +20,7 @@ import yaml
 from videotext.benchmark.definition import BenchmarkDef, RowDef
 from videotext.benchmark.runner import LOCK, plan, record_path, run_dir
 from videotext.eval.compare import paired_difference
+from videotext.eval.rescore import RESCORERS
 from videotext.eval.report.html import cell
 from videotext.eval.report.plots import new_figure, save_figure
 from videotext.eval.retrieval import aggregate_seeds
@@ -130,9 +131,15 @@ def _nested(metrics: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+def _extra_cell(stats: dict[str, Any], key: str) -> str:
+    """Mean ± std of a dotted metric over the seeds that have it; – where none has (another line's metric)."""
+    values = [{"v": v} for m in stats["per_seed"].values() if (v := _nested(m, key)) is not None]
+    return cell(aggregate_seeds(values).get("v")) if values else "–"
+
+
 def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]], table_id: str) -> list[str]:
     table = next(t for t in bench.tables if t.id == table_id)
-    names = [n for row in bench.rows if table_id in row.tables for n in [row.name, *(e.name for e in row.evals)]]
+    names = bench.table_lines(table_id)
     baseline = line_stats(bench, records, table.baseline)
     head = ["row", "seeds", "epochs", "val Δ last fifth", "t2v R@1", "t2v R@5", "t2v MdR", "v2t R@1", "v2t R@5",
             "v2t MdR", f"t2v R@1 − {table.baseline} (paired)", *table.extra_metrics, "params (trainable)",
@@ -163,8 +170,7 @@ def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any
             f"{change['mean']:+.1f}" + ("" if abs(change["mean"]) < FLAT_POINTS else " (not flat)")
             + (f" ({', '.join(f'{c:+.1f}' for _, c in sorted(stats['change_per_seed'].items()))})"
                if len(stats["change_per_seed"]) > 1 else ""))
-        extras = [cell(aggregate_seeds([{"v": _nested(m, key)} for m in stats["per_seed"].values()
-                                        if _nested(m, key) is not None]).get("v")) for key in table.extra_metrics]
+        extras = [_extra_cell(stats, key) for key in table.extra_metrics]
         lines.append("| " + " | ".join([
             label, f"{stats['n']} of {len(bench.seeds)}", _epochs_cell(stats), change_cell,
             *[_metric_cell(stats, d, m) for d, m in METRICS], paired, *extras,
@@ -177,7 +183,7 @@ def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any
 def plot_cost(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]], path: Path) -> bool:
     """Test t2v R@1 (mean, std bars) against training CPU-seconds for the main table's lines."""
     points = []
-    for name in [n for row in bench.rows if "main" in row.tables for n in [row.name, *(e.name for e in row.evals)]]:
+    for name in bench.table_lines("main"):
         stats = line_stats(bench, records, name)
         if stats["n"]:
             r1 = stats["metrics"]["t2v"]["R1"]
@@ -249,9 +255,19 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
               f"- *val Δ last fifth*: the least-squares change of validation t2v R@1 over the last fifth of the "
               f"epochs trained (fewer than the budget where early stopping ended the run; through the last two validations where "
               f"fewer than two lie in it), mean over seeds (each seed's in brackets); *(not flat)* marks |mean Δ| ≥ {FLAT_POINTS:g} point.",
-              "- *params*: all parameters of the method, frozen text models included; trainable ones in brackets.",
-              ""]
-    return lines
+              "- *params*: all parameters of the method, frozen text models included; trainable ones in brackets."]
+    rescored = sorted({e.rescore for r in bench.rows for e in r.evals if e.rescore})
+    if rescored:
+        queries = any_record["inference"][any_record["row"]].get("queries") if any_record else None
+        lines.append("- *Re-scored* lines (`rescore:`) rank the same checkpoint's test similarities after an inference-time "
+                     "normalisation (`videotext.eval.rescore`), beside the plain row, which stays the reference: "
+                     + "; ".join(f"*{name}*, {RESCORERS[name].title} ({RESCORERS[name].reference}), "
+                                 f"{RESCORERS[name].uses.replace(' N ', f' {queries} ' if queries else ' ')}"
+                                 for name in rescored)
+                     + ". Their *ms / query* add a query's share of re-scoring the whole test matrix (a querybank is "
+                     "encoded and scored once per gallery, like the videos, and not counted); a direction a method "
+                     "does not re-score shows –.")
+    return lines + [""]
 
 
 def write_page(bench: BenchmarkDef, out: Path, page: Path, command: str, results: Path | None = None) -> Path:

@@ -14,7 +14,9 @@ import torch
 
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import CaptionRef, VideoTextDataset
+from videotext.errors import VideoTextError
 from videotext.eval.relevance import dataset_caption_relevance, invert_relevance, multi_caption_relevance
+from videotext.eval.rescore import DSL_TEMPERATURE, QB_BETA, QB_TOP_K, RESCORERS, dual_softmax, querybank_norm, querybank_rescored_queries
 from videotext.eval.retrieval import retrieval_metrics
 from videotext.embedding import Embedding
 from videotext.encode import encode_texts, encode_videos
@@ -80,8 +82,59 @@ def evaluate_encoded(method: Method, encoded: Encoded, query_mask: np.ndarray | 
 
 
 def metric_directions(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The per-direction metric dicts of an evaluation (t2v, v2t, par2vid, …), without ranks."""
-    return {k: v for k, v in metrics.items() if isinstance(v, dict) and k != "ranks"}
+    """The per-direction metric dicts of an evaluation (t2v, v2t, par2vid, …), without ranks
+    and without the re-scored figures ("rescored", `rescored_metrics`)."""
+    return {k: v for k, v in metrics.items() if isinstance(v, dict) and k not in ("ranks", "rescored")}
+
+
+def caption_texts(dataset: VideoTextDataset) -> list[str]:
+    """Every caption of a split, in the multi-caption protocol's query order (a QB-Norm querybank)."""
+    _, refs = dataset_caption_relevance(dataset, [v.id for v in dataset])
+    return [r.text for r in refs]
+
+
+def querybank_similarity(method: Method, encoded: Encoded, querybank: Sequence[str],
+                         batch_size: int = 256, device: Any = "cpu") -> torch.Tensor:
+    """[n_bank, n_videos]: the querybank's captions, encoded by `method`, scored against the split's videos."""
+    was_training = method.training
+    method.eval()
+    try:
+        bank = encode_texts(method, list(querybank), batch_size, device)
+    finally:
+        method.train(was_training)
+    return score(method, Encoded(bank, encoded.video, [], encoded.video_ids))
+
+
+def rescored_metrics(encoded: Encoded, sims: torch.Tensor, name: str, bank_sims: torch.Tensor | None = None,
+                     ) -> dict[str, Any]:
+    """The multi-caption metrics of `sims` re-scored by `name` (`videotext.eval.rescore.RESCORERS`),
+    with their labels and the information the re-scoring used.
+
+    dsl: t2v ranks ``dual_softmax(sims)`` (softmax over all test captions), v2t ranks
+    ``dual_softmax(sims.T)`` (over all test videos). qbnorm: t2v only, with `bank_sims`
+    ([n_bank, n_videos], `querybank_similarity`); its t2v adds "rescored_queries", how many
+    test captions had an activated top-1 (the others keep their raw scores)."""
+    spec = RESCORERS[name]
+    relevant = multi_caption_relevance([r.video_id for r in encoded.refs], encoded.video_ids)
+    n_captions, n_videos = len(encoded.refs), len(encoded.video_ids)
+    out: dict[str, Any] = {"uses": spec.uses, "reference": spec.reference}
+    if name == "dsl":
+        out["settings"] = {"temperature": DSL_TEMPERATURE}
+        out["t2v"] = retrieval_metrics(dual_softmax(sims), relevant)
+        out["v2t"] = retrieval_metrics(dual_softmax(sims.T), invert_relevance(relevant, n_videos))
+        out["labels"] = {"t2v": spec.label("t2v", n_captions), "v2t": spec.label("v2t", n_videos)}
+        out["uses"] = spec.uses.replace("all N test queries", f"all {n_captions} test queries (v2t: all {n_videos} test videos)")
+    elif name == "qbnorm":
+        if bank_sims is None:
+            raise VideoTextError("--rescore qbnorm: needs a querybank (the training captions)")
+        out["settings"] = {"beta": QB_BETA, "dynamic": True, "k": QB_TOP_K, "bank_size": int(bank_sims.shape[0])}
+        out["t2v"] = retrieval_metrics(querybank_norm(sims, bank_sims), relevant)
+        out["t2v"]["rescored_queries"] = int(querybank_rescored_queries(sims, bank_sims).sum())
+        out["labels"] = {"t2v": f"{spec.label('t2v', n_captions, int(bank_sims.shape[0]))}; "
+                                f"{out['t2v']['rescored_queries']} of {n_captions} queries re-scored"}
+    else:
+        raise VideoTextError(f"--rescore {name}: unknown (known: {', '.join(RESCORERS)})")
+    return out
 
 
 def order_sensitive_mask(dataset: VideoTextDataset, encoded: Encoded) -> np.ndarray:
@@ -128,13 +181,18 @@ def order_twin_accuracy(sims: torch.Tensor, pairs: Sequence[tuple[int, int, int]
 
 
 def evaluate(method: Method, dataset: VideoTextDataset, read_features: VideoFeatures,
-             batch_size: int = 256, device: Any = "cpu", return_ranks: bool = False) -> dict[str, Any]:
+             batch_size: int = 256, device: Any = "cpu", return_ranks: bool = False,
+             rescore: Sequence[str] = (), querybank: Sequence[str] | None = None) -> dict[str, Any]:
     """Encode a split and compute t2v / v2t retrieval metrics (multi-caption protocol).
 
     When some (not all) of the split's videos are marked order-sensitive (the synthetic
     data marks them), the same metrics on those captions only are added as
     "t2v_order" / "v2t_order", and "t2v_order.twin_accuracy": how often such a caption
     scores its video above the video with the same events in another order (chance 50 %).
+
+    `rescore` names inference-time re-scorings (`videotext.eval.rescore.RESCORERS`: "dsl",
+    "qbnorm"); their figures go under "rescored" → name (`rescored_metrics`), beside the plain
+    ones, which they never change. "qbnorm" needs `querybank`: the training captions.
     """
     encoded = encode_split(method, dataset, read_features, batch_size, device)
     sims = score(method, encoded)  # scored once for the full set, the order subset and the twins
@@ -147,4 +205,11 @@ def evaluate(method: Method, dataset: VideoTextDataset, read_features: VideoFeat
         if pairs:
             result["t2v_order"]["twin_accuracy"] = order_twin_accuracy(sims, pairs)
             result["t2v_order"]["twin_pairs"] = len(pairs)
+    if rescore:
+        bank_sims = None
+        if "qbnorm" in rescore:
+            if not querybank:
+                raise VideoTextError("--rescore qbnorm: needs a querybank (the training captions); none given")
+            bank_sims = querybank_similarity(method, encoded, querybank, batch_size, device)
+        result["rescored"] = {name: rescored_metrics(encoded, sims, name, bank_sims) for name in rescore}
     return result

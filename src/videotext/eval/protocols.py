@@ -10,26 +10,40 @@ never special-cases a method by name.
 
 Every protocol returns {"t2v", "v2t", ..., "n_videos", ...}: each dict value is a direction
 of metrics that `train.select_metric` can name (e.g. "par2vid.R1", "selection.r1_sum").
+
+Inference-time re-scorings (`videotext.eval.rescore`: dual softmax, QB-Norm) are offered by
+the protocols in `RESCORING` only; they add "rescored" beside the plain metrics.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import evaluate
 from videotext.eval.hierarchy import evaluate_with_hierarchy
+from videotext.eval.rescore import parse_rescore
 
 #: protocol name → function(method, dataset, read_features, device=...) → metrics
 PROTOCOLS: dict[str, Callable[..., dict[str, Any]]] = {
     "multi_caption": evaluate,
     "hierarchy": evaluate_with_hierarchy,
 }
+#: protocols that take `rescore=` / `querybank=` (`videotext.eval.evaluate.evaluate`)
+RESCORING = ("multi_caption",)
 
 
-def evaluate_split(method: Any, dataset: Any, read_features: Any, device: Any = "cpu") -> dict[str, Any]:
-    """Metrics of `dataset` (one split) under the method's protocol."""
+def evaluate_split(method: Any, dataset: Any, read_features: Any, device: Any = "cpu",
+                   rescore: Sequence[str] = (), querybank: Sequence[str] | None = None) -> dict[str, Any]:
+    """Metrics of `dataset` (one split) under the method's protocol; `rescore` adds the named
+    re-scored figures (a protocol in `RESCORING` only; "qbnorm" needs `querybank`, the training captions)."""
     protocol = getattr(method, "protocol", "multi_caption")
+    name = getattr(method, "name", type(method).__name__)
     if protocol not in PROTOCOLS:
-        raise VideoTextError(f"method {getattr(method, 'name', type(method).__name__)!r}: unknown evaluation "
-                             f"protocol {protocol!r} (known: {sorted(PROTOCOLS)})")
-    return PROTOCOLS[protocol](method, dataset, read_features, device=device)
+        raise VideoTextError(f"method {name!r}: unknown evaluation protocol {protocol!r} (known: {sorted(PROTOCOLS)})")
+    rescore = parse_rescore(rescore)
+    if not rescore:
+        return PROTOCOLS[protocol](method, dataset, read_features, device=device)
+    if protocol not in RESCORING:
+        raise VideoTextError(f"--rescore {','.join(rescore)}: method {name!r} is evaluated by the {protocol!r} "
+                             f"protocol, which has no re-scoring (only {', '.join(RESCORING)})")
+    return PROTOCOLS[protocol](method, dataset, read_features, device=device, rescore=rescore, querybank=querybank)
