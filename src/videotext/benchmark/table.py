@@ -261,7 +261,7 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
         queries = any_record["inference"][any_record["row"]].get("queries") if any_record else None
         lines.append("- *Re-scored* lines (`rescore:`) rank the same checkpoint's test similarities after an inference-time "
                      "normalisation (`videotext.eval.rescore`), beside the plain row, which stays the reference: "
-                     + "; ".join(f"*{name}*, {RESCORERS[name].title} ({RESCORERS[name].reference}), "
+                     + "; ".join(f"*{name}* ({RESCORERS[name].title}; {RESCORERS[name].reference}) "
                                  f"{RESCORERS[name].uses.replace(' N ', f' {queries} ' if queries else ' ')}"
                                  for name in rescored)
                      + ". Their *ms / query* add a query's share of re-scoring the whole test matrix (a querybank is "

@@ -143,7 +143,7 @@ RESCORERS: dict[str, Rescorer] = {
     "dsl": Rescorer(
         "dsl", "dual softmax", needs=("test_queries",), directions=("t2v", "v2t"),
         uses="uses all N test queries together, i.e. information a single-query search does not have",
-        reference="CAMoE (Cheng et al. 2021, dual softmax), as reported by CLIP2Video and later papers"),
+        reference="CAMoE, Cheng et al. 2021, as CLIP2Video and later papers report it"),
     "qbnorm": Rescorer(
         "qbnorm", "QB-Norm (dynamic inverted softmax)", needs=("querybank",), directions=("t2v",),
         uses="uses a querybank of the training captions (encoded by the same model) and no test query "
