@@ -262,7 +262,7 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
         lines.append("- *Re-scored* lines (`rescore:`) rank the same checkpoint's test similarities after an inference-time "
                      "normalisation (`videotext.eval.rescore`), beside the plain row, which stays the reference: "
                      + "; ".join(f"*{name}* ({RESCORERS[name].title}; {RESCORERS[name].reference}) "
-                                 f"{RESCORERS[name].uses.replace(' N ', f' {queries} ' if queries else ' ')}"
+                                 f"{RESCORERS[name].uses_for(queries)}"
                                  for name in rescored)
                      + ". Their *ms / query* add a query's share of re-scoring the whole test matrix (a querybank is "
                      "encoded and scored once per gallery, like the videos, and not counted); a direction a method "

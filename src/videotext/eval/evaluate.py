@@ -16,7 +16,9 @@ from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import CaptionRef, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.eval.relevance import dataset_caption_relevance, invert_relevance, multi_caption_relevance
-from videotext.eval.rescore import DSL_TEMPERATURE, QB_BETA, QB_TOP_K, RESCORERS, dual_softmax, querybank_norm, querybank_rescored_queries
+from videotext.eval.rescore import (
+    DSL_TEMPERATURE, QB_BETA, QB_TOP_K, RESCORERS, dual_softmax, querybank_norm, querybank_rescored_queries,
+)
 from videotext.eval.retrieval import retrieval_metrics
 from videotext.embedding import Embedding
 from videotext.encode import encode_texts, encode_videos
@@ -117,13 +119,12 @@ def rescored_metrics(encoded: Encoded, sims: torch.Tensor, name: str, bank_sims:
     spec = RESCORERS[name]
     relevant = multi_caption_relevance([r.video_id for r in encoded.refs], encoded.video_ids)
     n_captions, n_videos = len(encoded.refs), len(encoded.video_ids)
-    out: dict[str, Any] = {"uses": spec.uses, "reference": spec.reference}
+    out: dict[str, Any] = {"uses": spec.uses_for(n_captions, n_videos), "reference": spec.reference}
     if name == "dsl":
         out["settings"] = {"temperature": DSL_TEMPERATURE}
         out["t2v"] = retrieval_metrics(dual_softmax(sims), relevant)
         out["v2t"] = retrieval_metrics(dual_softmax(sims.T), invert_relevance(relevant, n_videos))
         out["labels"] = {"t2v": spec.label("t2v", n_captions), "v2t": spec.label("v2t", n_videos)}
-        out["uses"] = spec.uses.replace("all N test queries", f"all {n_captions} test queries (v2t: all {n_videos} test videos)")
     elif name == "qbnorm":
         if bank_sims is None:
             raise VideoTextError("--rescore qbnorm: needs a querybank (the training captions)")

@@ -128,8 +128,15 @@ class Rescorer:
     title: str  # e.g. "dual softmax"
     needs: tuple[str, ...]  # "test_queries" (every test query at once) and/or "querybank" (training captions)
     directions: tuple[str, ...]  # the directions it re-scores: t2v (caption queries), v2t (video queries)
-    uses: str  # the information used, in words
+    uses: str  # the information used, in words ("{queries}": the test queries, counted where known)
     reference: str
+
+    def uses_for(self, queries: int | None = None, videos: int | None = None) -> str:
+        """`uses` with the split's counts: e.g. "uses all 3126 test queries (v2t: all 521 test videos) …"."""
+        counted = f"{queries} test queries" if queries else "test queries"
+        if queries and videos:
+            counted += f" (v2t: all {videos} test videos)"
+        return self.uses.format(queries=counted)
 
     def label(self, direction: str, n_queries: int, bank_size: int | None = None) -> str:
         """The label of a re-scored figure: e.g. "dual softmax over all 3126 test queries"."""
@@ -142,7 +149,7 @@ class Rescorer:
 RESCORERS: dict[str, Rescorer] = {
     "dsl": Rescorer(
         "dsl", "dual softmax", needs=("test_queries",), directions=("t2v", "v2t"),
-        uses="uses all N test queries together, i.e. information a single-query search does not have",
+        uses="uses all {queries} together, i.e. information a single-query search does not have",
         reference="CAMoE, Cheng et al. 2021, as CLIP2Video and later papers report it"),
     "qbnorm": Rescorer(
         "qbnorm", "QB-Norm (dynamic inverted softmax)", needs=("querybank",), directions=("t2v",),
