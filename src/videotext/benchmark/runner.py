@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from videotext.benchmark.definition import BenchmarkDef, DataDef, EvalDef, RowDef
+from videotext.benchmark.definition import BenchmarkDef, DataDef, RowDef
 from videotext.config import ConfigError, load_config, parse_value
 from videotext.data.experts import extract_features
 from videotext.data.schema import VideoTextDataset

@@ -33,7 +33,7 @@ from videotext.errors import VideoTextError
 from videotext.io import atomic_path
 from videotext.models.base import concat_embeddings
 from videotext.search.entries import Entry, IndexStore
-from videotext.search.index import Index, new_index, open_index, takes_concurrent_inserts
+from videotext.search.index import new_index, open_index, takes_concurrent_inserts
 from videotext.search.milvus import DEFAULT_COLLECTION
 from videotext.search.windows import window_clips
 
@@ -201,7 +201,7 @@ def existing_index(out: str | os.PathLike | None, method: str) -> IndexStore | N
     """The index at `out` to update (None when there is none yet); it must be `method`'s."""
     if out is None or not (Path(out) / "index.json").is_file():
         return None
-    index = Index.load(out)
+    index = open_index(out)
     if index.model != method:
         raise VideoTextError(f"{out}: index of method {index.model!r}, this run is {method!r}; "
                              "rebuild it without update")
