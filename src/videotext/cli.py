@@ -566,22 +566,27 @@ def search(
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
     by: str = typer.Option("both", "--by", help="Match what is shown, what is said (transcripts; an index built with "
-                                                "--speech) or both, fused by reciprocal rank (docs/speech.md)."),
+                                                "--speech) or both, fused by --fusion (docs/search.md)."),
+    fusion: str = typer.Option("standard", "--fusion", help="How rankings are fused: standard (each one's scores "
+                                                            "standardised over the candidates, summed) or rrf "
+                                                            "(reciprocal rank fusion)."),
 ) -> None:
     """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
     from videotext.inference import load_model
     from videotext.search.index import Index
     from videotext.search.runs import run_behind
+    from videotext.search.fusion import check_fusion
     from videotext.search.spoken import SpokenIndex, check_by, search_by
 
     check_by(by)  # before loading anything
+    check_fusion(fusion)
     loaded = Index.load(index)
     if like is not None or like_id is not None or query is None:
         return _search_like(loaded, index, query, like, like_id, k, run_dir, as_json, where, precision, threads)
     spoken = SpokenIndex.load(index)
     run = None if by == "said" and spoken is not None else run_behind(loaded, run_dir, index)  # said: no model
     searcher = None if by == "said" else load_model(run, precision=precision, threads=threads)
-    _print_hits(search_by(searcher, loaded, spoken, query, k=k, by=by, where=where), as_json)
+    _print_hits(search_by(searcher, loaded, spoken, query, k=k, by=by, where=where, fusion=fusion), as_json)
 
 
 def _print_hits(hits: list, as_json: bool) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -41,10 +42,10 @@ def built(tiny_synth, tmp_path_factory):
     return root / "idx", root / "idx.features", result.output
 
 
-def search(index, query: str, by: str, k: int = 3) -> list[dict]:
+def search(index, query: str, by: str, k: int = 3, *options: str) -> list[dict]:
     from videotext.cli import app
 
-    result = CliRunner().invoke(app, ["search", str(index), query, "--by", by, "-k", str(k), "--json"])
+    result = CliRunner().invoke(app, ["search", str(index), query, "--by", by, "-k", str(k), "--json", *options])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -79,12 +80,23 @@ def test_search_by_both_fuses_and_shown_ignores_speech(built):
     both, shown, said = (search(built[0], query, by, k=100) for by in ("both", "shown", "said"))
     assert len(both) == len(shown) == 6 and len(said) == 5  # the mute video has no line
     assert all("said" not in hit["meta"] for hit in shown) and said[0]["id"] == "penguins"
-    fused: dict[str, float] = {}
-    for ranking in (shown, said):  # reciprocal rank fusion, k = 60
-        for hit in ranking:
-            fused[hit["id"]] = fused.get(hit["id"], 0.0) + 1.0 / (60 + hit["rank"])
+    # standard fusion: each ranking's scores as z-scores over the 6 candidates, summed; the mute video,
+    # which said did not return, scores said's lowest
+    ids = [hit["id"] for hit in shown]
+    shown_scores = np.array([hit["score"] for hit in shown])
+    said_by_id = {hit["id"]: hit["score"] for hit in said}
+    said_scores = np.array([said_by_id.get(i, min(said_by_id.values())) for i in ids])
+    z = lambda x: (x - x.mean()) / x.std()  # noqa: E731
+    fused = dict(zip(ids, z(shown_scores) + z(said_scores)))
     assert [hit["score"] for hit in both] == pytest.approx([fused[hit["id"]] for hit in both])
-    assert [hit["score"] for hit in both] == sorted(fused.values(), reverse=True)
+    assert [hit["score"] for hit in both] == pytest.approx(sorted(fused.values(), reverse=True))
+    rrf = search(built[0], query, "both", 100, "--fusion", "rrf")
+    said_rrf = search(built[0], query, "said", 100, "--fusion", "rrf")
+    votes: dict[str, float] = {}
+    for ranking in (shown, said_rrf):  # reciprocal rank fusion, k = 60 (no equal scores here)
+        for hit in ranking:
+            votes[hit["id"]] = votes.get(hit["id"], 0.0) + 1.0 / (60 + hit["rank"])
+    assert [hit["score"] for hit in rrf] == pytest.approx(sorted(votes.values(), reverse=True))
     rank = {hit["id"]: hit["rank"] for hit in both}["penguins"]
     assert rank <= {hit["id"]: hit["rank"] for hit in shown}["penguins"] and rank <= 2
 

@@ -279,7 +279,9 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         where: Optional[str] = Query(None, max_length=2000, description="Metadata filter, e.g. start >= 30 and "
                                      "split == \"test\" (the grammar of videotext.search.filters)."),
         by: str = Query("both", pattern="^(shown|said|both)$", description="Match what is shown, what is said "
-                        "(transcript lines) or both, fused by reciprocal rank."),
+                        "(transcript lines) or both, fused by `fusion`."),
+        fusion: str = Query("standard", pattern="^(standard|rrf)$", description="standard: each ranking's scores "
+                            "standardised over the candidates and summed; rrf: reciprocal rank fusion."),
     ) -> SearchResponse:
         text = q.strip()
         if not text:
@@ -291,7 +293,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             parse_filter(where)  # a malformed filter is a 400 naming the position, before the model runs
             options["where"] = where
         with model_lock:
-            hits = search_by(searcher, index, spoken, text, k=k, by=by, **options)
+            hits = search_by(searcher, index, spoken, text, k=k, by=by, fusion=fusion, **options)
         return SearchResponse(query=text, k=k, results=results_of(hits))
 
     def results_of(hits: list) -> list[Result]:

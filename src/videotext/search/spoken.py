@@ -12,10 +12,10 @@ Measured on 24 speaking videos with paraphrasing queries (bench/speech.py, docs/
 fusion was never below either alone. An entry scores as its best line; its hit carries that line
 and its time (`meta["said"]`).
 
-Fusion, of the two line rankings and of `--by both` (shown and said): reciprocal rank fusion
-(Cormack, Clarke & Büttcher, SIGIR 2009): score(e) = Σ_rankings 1 / (RRF_K + rank(e)), RRF_K = 60
-as in the paper. It needs no calibration between a cosine and a BM25 score, and an entry found by
-one ranking only still ranks.
+Fusion, of the two line rankings and of `--by both` (shown and said), is one rule of
+`search.fusion` for both levels: by default each ranking's scores standardised over the candidates and
+summed, so a channel that cannot tell candidates apart does not reorder them; reciprocal rank fusion
+(`fusion="rrf"`) is the other.
 """
 from __future__ import annotations
 
@@ -31,13 +31,12 @@ import numpy as np
 from videotext.errors import VideoTextError
 from videotext.io import atomic_open, read_json_lines
 from videotext.runtime import keeps_threads
-from videotext.search.filters import entry_fields, matches, parse_filter
 from videotext.search.entries import Entry, Hit
+from videotext.search.filters import entry_fields, matches, parse_filter
+from videotext.search.fusion import DEFAULT_FUSION, FUSION_DEPTH, check_fusion, fuse_hits, fuse_scores
 
 SPEECH_FILE = "speech.jsonl"
 BY = ("shown", "said", "both")
-RRF_K = 60  # Cormack et al. 2009, §3: k = 60 "near-optimal" and fixed
-FUSION_DEPTH = 100  # hits taken from each ranking before fusing (at least 5·k)
 MAX_LINE_TOKENS = 128  # word pieces of a line the sentence encoder reads (MiniLM was trained on 128)
 
 
@@ -169,23 +168,30 @@ class SpokenIndex:
             return np.zeros(len(self.lines), np.float32)
         return np.asarray(self._bm25.get_scores(terms), dtype=np.float32)
 
-    def line_ranking(self, query: str) -> np.ndarray:
-        """Line rows best first [L]: the reciprocal rank fusion of BM25 (lines with a query word) and
-        the sentence-vector cosine (every line); `last_scores` [L] holds each row's fused score."""
+    def line_ranking(self, query: str, fusion: str = DEFAULT_FUSION) -> np.ndarray:
+        """Line rows best first [L]. The candidates are the FUSION_DEPTH best lines by BM25 (lines with a
+        query word) and by sentence-vector cosine; they come first, ordered by the fusion of the two
+        (`search.fusion`), the other lines after them by cosine. `last_scores` [L] holds each row's
+        fused score (the lowest candidate's outside the candidates)."""
         if not self.lines:
             self.last_scores = np.zeros(0)
             return np.zeros(0, np.int64)
-        fused = np.zeros(len(self.lines))
-        bm25 = self.bm25_scores(query)
-        words = np.argsort(-bm25)[: int((bm25 > 0).sum())]  # lines with a query word, best first
-        fused[words] += 1.0 / (RRF_K + np.arange(1, len(words) + 1))
-        cosine = self.line_vectors() @ query_vector(query)  # [L]
-        fused[np.argsort(-cosine)] += 1.0 / (RRF_K + np.arange(1, len(self.lines) + 1))
-        self.last_scores = fused
-        return np.argsort(-fused)
+        bm25 = self.bm25_scores(query).astype(np.float64)  # [L]
+        cosine = (self.line_vectors() @ query_vector(query)).astype(np.float64)  # [L]
+        worded = np.flatnonzero(bm25 > 0)
+        candidates = np.union1d(worded[np.argsort(-bm25[worded], kind="stable")[:FUSION_DEPTH]],
+                                np.argsort(-cosine, kind="stable")[:FUSION_DEPTH])
+        # both scores are known for every line; under rrf a line without a query word gets no BM25 vote
+        known = bm25[candidates] > 0 if fusion == "rrf" else np.ones(len(candidates), bool)
+        fused = np.full(len(self.lines), -np.inf)
+        fused[candidates] = fuse_scores([bm25[candidates], cosine[candidates]],
+                                        [known, np.ones(len(candidates), bool)], fusion)
+        order = np.lexsort((-cosine, -fused))
+        self.last_scores = np.maximum(fused, fused[candidates].min())  # the others score as the last candidate
+        return order
 
     def search(self, query: str, entry_of: Callable[[str], Entry | None], k: int = 10,
-               where: str | None = None) -> list[Hit]:
+               where: str | None = None, fusion: str = DEFAULT_FUSION) -> list[Hit]:
         """Entries ranked by their best line (`line_ranking`); each hit's score is that line's fused
         score and its meta["said"] that line: {"text", "start", "end", "source", "confidence"}.
         `entry_of(id)` is the index's entry (None: no longer in the index)."""
@@ -195,7 +201,7 @@ class SpokenIndex:
         best: dict[str, int] = {}
         found: dict[str, Entry] = {}
         left_out: set[str] = set()  # not in the index, or filtered out
-        for row in self.line_ranking(query).tolist():
+        for row in self.line_ranking(query, fusion).tolist():
             entry_id = self.lines[row].entry
             if entry_id in best or entry_id in left_out:
                 continue
@@ -220,21 +226,6 @@ def _hit(entry: Entry, score: float, rank: int, meta: dict) -> Hit:
                meta=meta, score=score, rank=rank)
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: int = 10) -> list[Hit]:
-    """The entries of several rankings ordered by Σ 1 / (RRF_K + rank); a hit keeps the meta of
-    every ranking that found it (the spoken one's `said` line included) and its score is the fused one."""
-    fused: dict[str, float] = {}
-    first: dict[str, Hit] = {}
-    meta: dict[str, dict] = {}
-    for ranking in rankings:
-        for position, hit in enumerate(ranking, 1):
-            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (RRF_K + position)
-            first.setdefault(hit.id, hit)
-            meta[hit.id] = {**meta.get(hit.id, {}), **hit.meta}
-    order = sorted(fused, key=lambda i: -fused[i])[:k]
-    return [dataclasses.replace(first[i], score=fused[i], rank=rank, meta=meta[i]) for rank, i in enumerate(order, 1)]
-
-
 def check_by(by: str) -> None:
     """One clear error for a `--by` / `by=` value that is not shown, said or both."""
     if by not in BY:
@@ -242,11 +233,12 @@ def check_by(by: str) -> None:
 
 
 def search_by(searcher: Any, index: Any, spoken: SpokenIndex | None, query: str, k: int = 10, by: str = "both",
-              where: str | None = None) -> list[Hit]:
+              where: str | None = None, fusion: str = DEFAULT_FUSION) -> list[Hit]:
     """Hits for one query by what is shown (`searcher.search`, the method's), said (`SpokenIndex.search`:
-    BM25 and sentence vectors over the transcript lines) or both (reciprocal rank fusion of the two,
-    each FUSION_DEPTH deep). Without a spoken index, `both` is `shown` and `said` is an error."""
+    BM25 and sentence vectors over the transcript lines) or both (the two fused by `fusion`, each
+    FUSION_DEPTH deep). Without a spoken index, `both` is `shown` and `said` is an error."""
     check_by(by)
+    check_fusion(fusion)
     if by == "said" and spoken is None:
         raise VideoTextError("this index holds no transcripts: rebuild it with `videotext index build --speech`")
     if by == "shown" or spoken is None:
@@ -258,8 +250,9 @@ def search_by(searcher: Any, index: Any, spoken: SpokenIndex | None, query: str,
         except (KeyError, VideoTextError):
             return None
 
-    said = spoken.search(query, entry_of, k=k if by == "said" else max(FUSION_DEPTH, 5 * k), where=where)
+    depth = k if by == "said" else max(FUSION_DEPTH, 5 * k)
+    said = spoken.search(query, entry_of, k=depth, where=where, fusion=fusion)
     if by == "said":
         return said
-    shown = searcher.search(query, index, k=max(FUSION_DEPTH, 5 * k), where=where)
-    return reciprocal_rank_fusion([shown, said], k)
+    shown = searcher.search(query, index, k=depth, where=where)
+    return fuse_hits([shown, said], k, fusion)
