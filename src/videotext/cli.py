@@ -131,7 +131,7 @@ def synth(
 def extract(
     source: Path = typer.Argument(..., help="A manifest.json or any folder of videos."),
     out: Path = typer.Option(..., "--out", "-o", help="Feature store folder (one HDF5 file per expert)."),
-    experts: str = typer.Option("appearance,motion,audio", help="Comma-separated experts: appearance, motion, audio, words, clip, speech (transcribes first)."),
+    experts: str = typer.Option("appearance,motion,audio", help="Comma-separated experts: appearance, motion, audio, words, clip, speech (transcribes first), ocr (reads on-screen text first)."),
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Decoding processes."),
     batch_size: int = typer.Option(32, help="Frames per forward pass of the appearance network."),
     device: str = typer.Option("cpu", help="Torch device for neural experts."),
@@ -524,6 +524,10 @@ def index_build(
                                                                     "recognition (docs/speech.md)."),
     asr_engine: str = asr_engine_option(),
     asr_model: Optional[str] = asr_model_option(),
+    text: bool = typer.Option(False, "--text/--no-text", help="Also index what is written on screen: frames about "
+                                                              "once a second, read where the picture changed "
+                                                              "(docs/text.md)."),
+    ocr_engine: str = typer.Option("rapidocr", "--ocr-engine", help="OCR engine for --text: rapidocr or tesseract."),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.inference import load_model
@@ -544,6 +548,14 @@ def index_build(
                    f"speech: {said['lines']} lines ({said['kept']} videos kept, {said['subtitle']} by subtitles, "
                    f"{said['asr']} recognized, "
                    f"{said['none']} without speech, {said['failed']} failed; {said['failures']})")
+    if text:
+        from videotext.search.spoken_build import build_written_index
+
+        written = build_written_index(index, out, features or features_folder(out, run_dir), ocr_engine)
+        typer.echo(f"on-screen text: {written['error']}; indexed without it" if "error" in written else
+                   f"on-screen text: {written['lines']} lines ({written['kept']} videos kept, {written['text']} "
+                   f"with text, {written['none']} without, {written['failed']} failed; {written['read']} of "
+                   f"{written['samples']} sampled frames read; {written['failures']})")
     if update:
         plan = model.last_build.plan
         typer.echo(f"update: {len(plan.add) - len(plan.changed)} videos added, {len(plan.changed)} changed in place "
@@ -565,8 +577,9 @@ def search(
                                                               "'start >= 30 and path startswith \"talks/\"' (docs/search.md)."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
-    by: str = typer.Option("both", "--by", help="Match what is shown, what is said (transcripts; an index built with "
-                                                "--speech) or both, fused by --fusion (docs/search.md)."),
+    by: str = typer.Option("all", "--by", help="Match what is shown, said (transcripts: an index built with --speech), "
+                                               "written (on screen: --text), both (shown and said), all (every one "
+                                               "the index has) or a comma list, fused by --fusion (docs/search.md)."),
     fusion: str = typer.Option("standard", "--fusion", help="How rankings are fused: standard (each one's scores "
                                                             "standardised over the candidates, summed) or rrf "
                                                             "(reciprocal rank fusion)."),
@@ -576,21 +589,22 @@ def search(
     from videotext.search.index import Index
     from videotext.search.runs import run_behind
     from videotext.search.fusion import check_fusion
-    from videotext.search.spoken import SpokenIndex, check_by, search_by
+    from videotext.search.spoken import check_by, load_lines, search_by
 
     check_by(by)  # before loading anything
     check_fusion(fusion)
     loaded = Index.load(index)
     if like is not None or like_id is not None or query is None:
         return _search_like(loaded, index, query, like, like_id, k, run_dir, as_json, where, precision, threads)
-    spoken = SpokenIndex.load(index)
-    run = None if by == "said" and spoken is not None else run_behind(loaded, run_dir, index)  # said: no model
-    searcher = None if by == "said" else load_model(run, precision=precision, threads=threads)
-    _print_hits(search_by(searcher, loaded, spoken, query, k=k, by=by, where=where, fusion=fusion), as_json)
+    lines = load_lines(index)
+    needs_model = by.strip() in ("both", "all") or "shown" in by.split(",")  # text channels alone need no model
+    run = run_behind(loaded, run_dir, index) if needs_model else None
+    searcher = load_model(run, precision=precision, threads=threads) if needs_model else None
+    _print_hits(search_by(searcher, loaded, lines, query, k=k, by=by, where=where, fusion=fusion), as_json)
 
 
 def _print_hits(hits: list, as_json: bool) -> None:
-    """Search hits as JSON or one line each (rank, score, id, span, path; the spoken line where one matched)."""
+    """Search hits as JSON or one line each (rank, score, id, span, path; the spoken or written line that matched)."""
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(h) for h in hits], indent=1))
         return
@@ -600,6 +614,10 @@ def _print_hits(hits: list, as_json: bool) -> None:
         said = hit.meta.get("said")
         if said:
             typer.echo(f"       said at {said['start']:.1f}s: \"{said['text']}\"")
+        written = hit.meta.get("written")
+        if written:
+            box = ", ".join(f"{v:.0f}" for v in written.get("box") or [])
+            typer.echo(f"       written at {written['start']:.1f}s [{box}]: \"{written['text']}\"")
 
 
 @app.command()

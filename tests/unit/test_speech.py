@@ -334,5 +334,5 @@ def test_an_unknown_by_is_one_error_before_the_index_or_model_loads(tmp_path):
 
     result = CliRunner().invoke(app, ["search", str(tmp_path / "no-index"), "a dog", "--by", "sayd"])
     assert result.exit_code == 2
-    assert "--by 'sayd': expected one of shown, said, both" in result.output
+    assert "--by 'sayd': expected shown, said, written, both, all or a comma list of shown, said, written" in result.output
     assert "no-index" not in result.output  # refused before the missing index is even opened

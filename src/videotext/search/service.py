@@ -1,8 +1,10 @@
 """The HTTP search service behind `videotext serve INDEX`: FastAPI app + static web page.
 
     GET /search?q=…&k=…     ranked hits as JSON (id, path, start, end, score, thumbnail URL);
-                            `by=shown|said|both` matches what is shown, said, or both (search.spoken);
-                            a hit found by what is said carries its line and time (`said`)
+                            `by=shown|said|written|both|all` or a comma list: what is shown, said,
+                            written on screen, fused (search.spoken; default all the index has);
+                            a hit found by what is said or written carries its line and time
+                            (`said`; `written` with its box)
                             `where=` keeps entries whose metadata pass a filter (search.filters)
                             `path` is relative to the indexed folder (`index.meta["root"]`),
                             else the file name: the server's own paths are never shown
@@ -55,7 +57,7 @@ from videotext.search.entries import Entry
 from videotext.search.examples import MAX_UPLOAD_BYTES, save_upload
 from videotext.search.filters import parse_filter
 from videotext.search.index import Index
-from videotext.search.spoken import SpokenIndex, search_by
+from videotext.search.spoken import load_lines, search_by
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_QUERY_CHARS = 500  # longer than any caption in the datasets read here; guards the text encoder
@@ -68,8 +70,13 @@ class SaidLine(BaseModel):
     text: str
     start: float = Field(..., description="Seconds into the video where the line starts: the page plays from here.")
     end: float
-    source: str = Field(..., description="subtitle, or asr:ENGINE:MODEL for recognized speech.")
+    source: str = Field(..., description="subtitle, asr:ENGINE:MODEL for recognized speech, ocr:ENGINE:MODEL for "
+                        "text read on screen.")
     confidence: Optional[float] = None
+
+
+class WrittenLine(SaidLine):
+    box: list[float] = Field(..., description="Where the text is on screen: pixel box [x0, y0, x1, y1] of the video.")
 
 
 class Result(BaseModel):
@@ -84,6 +91,8 @@ class Result(BaseModel):
     thumbnail: str
     video: Optional[str] = None
     said: Optional[SaidLine] = Field(None, description="The transcript line that matched (search by what is said).")
+    written: Optional[WrittenLine] = Field(None, description="The on-screen line that matched (search by what is "
+                                           "written).")
 
 
 class SearchResponse(BaseModel):
@@ -232,7 +241,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         raise VideoTextError("the access token is empty; choose a long random one (e.g. python -c "
                              "'import secrets; print(secrets.token_urlsafe(24))')")
     index = Index.load(index_dir)
-    spoken = SpokenIndex.load(index_dir)  # None: built without --speech
+    spoken = load_lines(index_dir)  # the text channels it was built with (--speech, --text)
     searcher = searcher if searcher is not None else _load_searcher(index, run_dir, index_dir,
                                                                     precision=precision, threads=threads)
     model_lock = threading.Lock()  # one query at a time through the model (HF fast tokenizers are not re-entrant)
@@ -278,8 +287,9 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         k: int = Query(10, ge=1, le=max_k, description="Number of results."),
         where: Optional[str] = Query(None, max_length=2000, description="Metadata filter, e.g. start >= 30 and "
                                      "split == \"test\" (the grammar of videotext.search.filters)."),
-        by: str = Query("both", pattern="^(shown|said|both)$", description="Match what is shown, what is said "
-                        "(transcript lines) or both, fused by `fusion`."),
+        by: str = Query("all", max_length=40, description="Match what is shown, said (transcript lines), written "
+                        "(on screen), both (shown and said), all (every channel the index has) or a comma list, "
+                        "fused by `fusion`."),
         fusion: str = Query("standard", pattern="^(standard|rrf)$", description="standard: each ranking's scores "
                             "standardised over the candidates and summed; rrf: reciprocal rank fusion."),
     ) -> SearchResponse:
@@ -308,7 +318,8 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
                 caption=captions[0] if isinstance(captions, list) and captions else None,
                 thumbnail=f"/thumbnail/{quote(h.id, safe='')}",
                 video=f"/video/{quote(h.id, safe='')}" if has_file else None,
-                said=SaidLine(**h.meta["said"]) if isinstance(h.meta.get("said"), dict) else None))
+                said=SaidLine(**h.meta["said"]) if isinstance(h.meta.get("said"), dict) else None,
+                written=WrittenLine(**h.meta["written"]) if isinstance(h.meta.get("written"), dict) else None))
         return results
 
     def like_options(where: Optional[str]) -> dict[str, Any]:

@@ -1,18 +1,19 @@
-"""Search by what is said: transcript lines of an index's videos, ranked by words and by meaning,
-and fused with what is shown.
+"""Search by what is said and by what is written on screen: timed text lines of an index's videos,
+ranked by words and by meaning, and fused with what is shown.
 
 An index folder built with speech holds `speech.jsonl` (per entry of the index, the transcript lines
 that start inside it: start, end, text, source, confidence) and `speech.npy` (each line's sentence
-vector). A line is ranked two ways, and the two rankings are fused:
+vector); one built with on-screen text holds `written.jsonl` / `written.npy` the same way, each line
+with its box. A line is ranked two ways, and the two rankings are fused:
 - BM25 (Robertson & Zaragoza 2009; the `bm25s` library, Lucene's variant, k1 = 1.5, b = 0.75) over
   lowercase Snowball-stemmed words without English stop words: exact words, names, numbers;
 - the cosine of sentence vectors from the shipped text encoder (all-MiniLM-L6-v2, mean pooled,
   the pooling it was trained with): paraphrases and recognition errors ("maker" for "baker").
 Measured on 24 speaking videos with paraphrasing queries (bench/speech.py, docs/speech.md), the
 fusion was never below either alone. An entry scores as its best line; its hit carries that line
-and its time (`meta["said"]`).
+and its time (`meta["said"]`, `meta["written"]` with its box).
 
-Fusion, of the two line rankings and of `--by both` (shown and said), is one rule of
+Fusion, of the two line rankings and of the channels (`--by shown,said,written`), is one rule of
 `search.fusion` for both levels: by default each ranking's scores standardised over the candidates and
 summed, so a channel that cannot tell candidates apart does not reorder them; reciprocal rank fusion
 (`fusion="rrf"`) is the other.
@@ -36,7 +37,10 @@ from videotext.search.filters import entry_fields, matches, parse_filter
 from videotext.search.fusion import DEFAULT_FUSION, FUSION_DEPTH, check_fusion, fuse_hits, fuse_scores
 
 SPEECH_FILE = "speech.jsonl"
-BY = ("shown", "said", "both")
+CHANNELS = ("shown", "said", "written")  # what is shown (the run's model), said (transcripts), written (on screen)
+LINE_FILES = {"said": SPEECH_FILE, "written": "written.jsonl"}
+REBUILD = {"said": "--speech", "written": "--text"}
+BY = (*CHANNELS, "both", "all")  # both: shown and said; all: every channel the index has
 MAX_LINE_TOKENS = 128  # word pieces of a line the sentence encoder reads (MiniLM was trained on 128)
 
 
@@ -68,6 +72,7 @@ class SaidLine:
     text: str
     source: str
     confidence: float | None = None
+    box: list[float] | None = None  # on-screen text: its pixel box [x0, y0, x1, y1]
 
 
 def lines_for_entries(entries: Sequence[Entry], transcripts: dict[str, Any]) -> list[SaidLine]:
@@ -82,7 +87,8 @@ def lines_for_entries(entries: Sequence[Entry], transcripts: dict[str, Any]) -> 
         high = entry.end if entry.end is not None else float("inf")
         for line in transcript.lines:
             if low <= max(line.start, 0.0) < high:
-                out.append(SaidLine(entry.id, line.start, line.end, line.text, line.source, line.confidence))
+                out.append(SaidLine(entry.id, line.start, line.end, line.text, line.source, line.confidence,
+                                    getattr(line, "box", None)))
     return out
 
 
@@ -118,9 +124,13 @@ def query_vector(query: str) -> np.ndarray:
 
 
 class SpokenIndex:
-    """Transcript lines of an index's entries, ranked by BM25 and by sentence vectors."""
+    """Timed text lines of an index's entries (transcripts: `channel="said"`; on-screen text:
+    `"written"`), ranked by BM25 and by sentence vectors."""
 
-    def __init__(self, lines: Sequence[SaidLine], vectors: np.ndarray | None = None):
+    def __init__(self, lines: Sequence[SaidLine], vectors: np.ndarray | None = None, channel: str = "said"):
+        if channel not in LINE_FILES:
+            raise VideoTextError(f"line channel {channel!r}: expected one of {', '.join(LINE_FILES)}")
+        self.channel = channel
         self.lines = list(lines)
         self._bm25 = None
         self.vectors = vectors  # [L, H] or None: computed on first use
@@ -139,25 +149,29 @@ class SpokenIndex:
         return self.vectors
 
     def save(self, folder: str | os.PathLike) -> Path:
-        """`speech.jsonl` and `speech.npy` in the index folder (each written atomically)."""
-        path = Path(folder) / SPEECH_FILE
+        """`speech.jsonl` and `speech.npy` (`written.*` for on-screen text) in the index folder (each
+        written atomically)."""
+        path = Path(folder) / LINE_FILES[self.channel]
         vectors = self.line_vectors() if self.lines else np.zeros((0, 0), np.float32)
         with atomic_open(path.with_suffix(".npy"), "wb") as handle:
             np.save(handle, vectors)
         with atomic_open(path, "w", encoding="utf-8") as handle:
             for line in self.lines:
-                handle.write(json.dumps(dataclasses.asdict(line), ensure_ascii=False) + "\n")
+                record = dataclasses.asdict(line)
+                if record["box"] is None:
+                    del record["box"]
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         return path
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> "SpokenIndex | None":
-        """The spoken index of an index folder; None when it was built without speech."""
-        path = Path(folder) / SPEECH_FILE
+    def load(cls, folder: str | os.PathLike, channel: str = "said") -> "SpokenIndex | None":
+        """The `channel` lines of an index folder; None when it was built without them."""
+        path = Path(folder) / LINE_FILES[channel]
         if not path.is_file():
             return None
         lines = [SaidLine(**record) for record in read_json_lines(path)]
         vectors = np.load(path.with_suffix(".npy")) if path.with_suffix(".npy").is_file() else None
-        return cls(lines, vectors)
+        return cls(lines, vectors, channel)
 
     def bm25_scores(self, query: str) -> np.ndarray:
         """BM25 score of every line for `query` [L] (0 where no query term occurs)."""
@@ -193,7 +207,8 @@ class SpokenIndex:
     def search(self, query: str, entry_of: Callable[[str], Entry | None], k: int = 10,
                where: str | None = None, fusion: str = DEFAULT_FUSION) -> list[Hit]:
         """Entries ranked by their best line (`line_ranking`); each hit's score is that line's fused
-        score and its meta["said"] that line: {"text", "start", "end", "source", "confidence"}.
+        score and its meta[channel] that line: {"text", "start", "end", "source", "confidence"}, and
+        "box" for on-screen text.
         `entry_of(id)` is the index's entry (None: no longer in the index)."""
         if k < 1:
             raise VideoTextError(f"k must be at least 1, got {k}")
@@ -215,9 +230,11 @@ class SpokenIndex:
         hits = []
         for rank, (entry_id, row) in enumerate(best.items(), 1):
             line, entry = self.lines[row], found[entry_id]
-            said = {"text": line.text, "start": line.start, "end": line.end, "source": line.source,
-                    "confidence": line.confidence}
-            hits.append(_hit(entry, float(self.last_scores[row]), rank, {**entry.meta, "said": said}))
+            matched = {"text": line.text, "start": line.start, "end": line.end, "source": line.source,
+                       "confidence": line.confidence}
+            if line.box is not None:
+                matched["box"] = line.box
+            hits.append(_hit(entry, float(self.last_scores[row]), rank, {**entry.meta, self.channel: matched}))
         return hits
 
 
@@ -226,22 +243,48 @@ def _hit(entry: Entry, score: float, rank: int, meta: dict) -> Hit:
                meta=meta, score=score, rank=rank)
 
 
+def parse_by(by: str) -> list[str]:
+    """The channels of a `--by` value: one of shown, said, written, both (shown and said), all (every
+    channel), or a comma list of channels; one clear error otherwise."""
+    names = [part.strip() for part in str(by).split(",") if part.strip()]
+    if len(names) == 1 and names[0] in ("both", "all"):
+        return ["shown", "said"] if names[0] == "both" else list(CHANNELS)
+    wrong = [n for n in names if n not in CHANNELS]
+    if not names or wrong:
+        raise VideoTextError(f"--by {by!r}: expected shown, said, written, both, all or a comma list of "
+                             f"{', '.join(CHANNELS)}")
+    return list(dict.fromkeys(names))
+
+
 def check_by(by: str) -> None:
-    """One clear error for a `--by` / `by=` value that is not shown, said or both."""
-    if by not in BY:
-        raise VideoTextError(f"--by {by!r}: expected one of {', '.join(BY)}")
+    """One clear error for a `--by` / `by=` value `parse_by` does not take."""
+    parse_by(by)
 
 
-def search_by(searcher: Any, index: Any, spoken: SpokenIndex | None, query: str, k: int = 10, by: str = "both",
-              where: str | None = None, fusion: str = DEFAULT_FUSION) -> list[Hit]:
-    """Hits for one query by what is shown (`searcher.search`, the method's), said (`SpokenIndex.search`:
-    BM25 and sentence vectors over the transcript lines) or both (the two fused by `fusion`, each
-    FUSION_DEPTH deep). Without a spoken index, `both` is `shown` and `said` is an error."""
-    check_by(by)
+def load_lines(folder: str | os.PathLike) -> dict[str, SpokenIndex]:
+    """The text channels an index folder was built with: {"said": …, "written": …} (those present)."""
+    found = {channel: SpokenIndex.load(folder, channel) for channel in LINE_FILES}
+    return {channel: lines for channel, lines in found.items() if lines is not None}
+
+
+def search_by(searcher: Any, index: Any, spoken: SpokenIndex | dict[str, SpokenIndex] | None, query: str, k: int = 10,
+              by: str = "both", where: str | None = None, fusion: str = DEFAULT_FUSION) -> list[Hit]:
+    """Hits for one query by what is shown (`searcher.search`, the method's), said or written
+    (`SpokenIndex.search`: BM25 and sentence vectors over the lines), or several of them fused by
+    `fusion`, each FUSION_DEPTH deep. `spoken` is the index's text channels (`load_lines`; a single
+    SpokenIndex is its own channel). A channel named alone or in a list that the index lacks is an
+    error naming the rebuild option; `both` and `all` take the channels the index has."""
+    channels = parse_by(by)
     check_fusion(fusion)
-    if by == "said" and spoken is None:
-        raise VideoTextError("this index holds no transcripts: rebuild it with `videotext index build --speech`")
-    if by == "shown" or spoken is None:
+    lines = spoken if isinstance(spoken, dict) else {} if spoken is None else {spoken.channel: spoken}
+    if by.strip() in ("both", "all"):
+        channels = [c for c in channels if c == "shown" or c in lines]
+    for channel in channels:
+        if channel != "shown" and channel not in lines:
+            what = "transcripts" if channel == "said" else "on-screen text"
+            raise VideoTextError(f"this index holds no {what}: rebuild it with "
+                                 f"`videotext index build {REBUILD[channel]}`")
+    if channels == ["shown"]:
         return searcher.search(query, index, k=k, where=where)
 
     def entry_of(entry_id: str) -> Entry | None:
@@ -250,9 +293,11 @@ def search_by(searcher: Any, index: Any, spoken: SpokenIndex | None, query: str,
         except (KeyError, VideoTextError):
             return None
 
-    depth = k if by == "said" else max(FUSION_DEPTH, 5 * k)
-    said = spoken.search(query, entry_of, k=depth, where=where, fusion=fusion)
-    if by == "said":
-        return said
-    shown = searcher.search(query, index, k=depth, where=where)
-    return fuse_hits([shown, said], k, fusion)
+    depth = k if len(channels) == 1 else max(FUSION_DEPTH, 5 * k)
+    rankings = []
+    for channel in channels:
+        if channel == "shown":
+            rankings.append(searcher.search(query, index, k=depth, where=where))
+        else:
+            rankings.append(lines[channel].search(query, entry_of, k=depth, where=where, fusion=fusion))
+    return rankings[0] if len(rankings) == 1 else fuse_hits(rankings, k, fusion)

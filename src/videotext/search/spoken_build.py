@@ -1,4 +1,5 @@
-"""The spoken part of an index: transcripts of its videos into `speech.jsonl` / `speech.npy`.
+"""The text parts of an index: transcripts of its videos into `speech.jsonl` / `speech.npy`, and the
+text read on screen into `written.jsonl` / `written.npy` (`build_written_index`).
 
 `build_spoken_index(index, out, features_dir)` runs after the visual index is written (a build or an
 update): every indexed video gets its transcript (`videotext.data.speech.transcripts`: subtitles,
@@ -17,6 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from videotext.data.ocr.engines import DEFAULT_ENGINE, OcrError
 from videotext.data.speech.recognize import SpeechError
 from videotext.data.speech.transcripts import TranscriptStore, transcribe
 from videotext.io import FailureLog
@@ -29,10 +31,7 @@ def build_spoken_index(index: Any, out: str | os.PathLike, features_dir: str | o
     """Transcribe the videos of `index` into `features_dir` and save their lines in the index folder
     `out`. Returns the transcription summary plus `lines` (saved) or `error` (the model's)."""
     entries = index.entries()
-    videos: dict[str, str] = {}
-    for entry in entries:
-        if entry.path:
-            videos.setdefault(entry.video_id, entry.path)
+    videos = _videos_of(entries)
     log = FailureLog(Path(features_dir) / "failures.jsonl")
     try:
         summary = transcribe(sorted(videos.items()), features_dir, engine, model, recognize=recognize,
@@ -45,3 +44,35 @@ def build_spoken_index(index: Any, out: str | os.PathLike, features_dir: str | o
     spoken = SpokenIndex(lines_for_entries(entries, transcripts))
     spoken.save(out)
     return {**summary, "lines": len(spoken)}
+
+
+def _videos_of(entries: list) -> dict[str, str]:
+    """Each indexed video's file, by video id (clips of one video share it)."""
+    videos: dict[str, str] = {}
+    for entry in entries:
+        if entry.path:
+            videos.setdefault(entry.video_id, entry.path)
+    return dict(sorted(videos.items()))
+
+
+def build_written_index(index: Any, out: str | os.PathLike, features_dir: str | os.PathLike,
+                        engine: str = DEFAULT_ENGINE, progress: bool = True, threads: int = 1) -> dict[str, Any]:
+    """Read the on-screen text of the videos of `index` into `features_dir` (`data.ocr.reader`, resumed)
+    and save the lines of each entry in the index folder `out`. Returns the reading summary plus
+    `lines` (saved) or `error` (an engine that cannot be loaded: one line in failures.jsonl, one warning,
+    the index stays searchable by what is shown)."""
+    from videotext.data.ocr.reader import ONSCREEN, read_onscreen
+    from videotext.data.speech.transcripts import TranscriptStore
+
+    entries = index.entries()
+    log = FailureLog(Path(features_dir) / "failures.jsonl")
+    try:
+        summary = read_onscreen(sorted(_videos_of(entries).items()), features_dir, engine, progress=progress,
+                                failures=log, threads=threads)
+    except (WeightsError, OcrError) as exc:
+        log.record(f"OCR engine {engine}", exc, stage="ocr", experts=["onscreen"])
+        warnings.warn(f"on-screen text not indexed: {exc}", stacklevel=2)
+        return {"error": str(exc), "failures": str(log.path)}
+    written = SpokenIndex(lines_for_entries(entries, TranscriptStore(features_dir, ONSCREEN).all()), channel="written")
+    written.save(out)
+    return {**summary, "lines": len(written)}

@@ -1,6 +1,6 @@
 // videotext search page: query -> /search -> grid of thumbnails; click plays the clip
 // from its start time (media fragment #t=start,end plus currentTime for seeking), or, for a hit
-// found by what is said, from the matched line's time (shown under the thumbnail).
+// found by what is said or written on screen, from the matched line's time (shown under the thumbnail).
 // A server bound beyond loopback needs an access token: the page asks for it once, keeps it
 // for this tab (sessionStorage) and sends it as "Authorization: Bearer TOKEN"; thumbnails and
 // videos are then fetched with that header and shown from blob URLs.
@@ -56,9 +56,10 @@ function setStatus(text, isError) {
 
 async function play(hit) {
   if (!hit.video) { setStatus(`no playable file for ${hit.id}`, true); return; }
-  // a hit found by what is said plays from its line; otherwise from the clip's start
-  const start = hit.said ? hit.said.start : (hit.start || 0);
-  const range = !hit.said && hit.end !== null && hit.end !== undefined ? `${start},${hit.end}` : `${start}`;
+  // a hit found by what is said or written plays from its line; otherwise from the clip's start
+  const line = matchedLine(hit);
+  const start = line ? line.start : (hit.start || 0);
+  const range = !line && hit.end !== null && hit.end !== undefined ? `${start},${hit.end}` : `${start}`;
   let source;
   try {
     source = await mediaUrl(hit.video);
@@ -74,9 +75,14 @@ async function play(hit) {
     if (Math.abs(player.currentTime - start) > 0.05) player.currentTime = start;
     player.play().catch(() => {});  // autoplay may be blocked; the controls remain
   }, { once: true });
-  nowPlaying.textContent = hit.said
-    ? `${hit.id}  from ${seconds(hit.said.start)}: “${hit.said.text}”  score ${hit.score.toFixed(3)}`
+  nowPlaying.textContent = line
+    ? `${hit.id}  from ${seconds(line.start)}: “${line.text}”  score ${hit.score.toFixed(3)}`
     : `${hit.id}  ${seconds(hit.start)}–${seconds(hit.end)}  score ${hit.score.toFixed(3)}`;
+}
+
+// the line a hit was found by: what is said first, else what is written on screen
+function matchedLine(hit) {
+  return hit.said || hit.written || null;
 }
 
 function card(hit) {
@@ -102,11 +108,12 @@ function card(hit) {
   time.className = "time";
   time.textContent = hit.start !== null ? `${seconds(hit.start)} – ${seconds(hit.end)}` : "whole video";
   button.append(img, meta, time);
-  if (hit.said) {
-    const said = document.createElement("div");
-    said.className = "said";
-    said.textContent = `${seconds(hit.said.start)} “${hit.said.text}”`;
-    button.append(said);
+  for (const [kind, line] of [["said", hit.said], ["written", hit.written]]) {
+    if (!line) continue;
+    const text = document.createElement("div");
+    text.className = kind;
+    text.textContent = `${kind === "written" ? "on screen " : ""}${seconds(line.start)} “${line.text}”`;
+    button.append(text);
   }
   button.addEventListener("click", () => play(hit));
   return button;
@@ -172,7 +179,7 @@ if (initial.get("q")) {
   queryBox.value = initial.get("q");
   if (initial.get("k")) kBox.value = initial.get("k");
   if (initial.get("where")) whereBox.value = initial.get("where");
-  if (["shown", "said", "both"].includes(initial.get("by"))) byBox.value = initial.get("by");
+  if (["all", "shown", "said", "written", "both"].includes(initial.get("by"))) byBox.value = initial.get("by");
   form.requestSubmit();
 } else if (initial.get("like")) {
   if (initial.get("k")) kBox.value = initial.get("k");
