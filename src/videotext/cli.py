@@ -555,7 +555,8 @@ def index_build(
         typer.echo(f"on-screen text: {written['error']}; indexed without it" if "error" in written else
                    f"on-screen text: {written['lines']} lines ({written['kept']} videos kept, {written['text']} "
                    f"with text, {written['none']} without, {written['failed']} failed; {written['read']} of "
-                   f"{written['samples']} sampled frames read; {written['failures']})")
+                   f"{written['samples']} sampled frames read, {written['unreadable']} unreadable; "
+                   f"{written['failures']})")
     if update:
         plan = model.last_build.plan
         typer.echo(f"update: {len(plan.add) - len(plan.changed)} videos added, {len(plan.changed)} changed in place "

@@ -140,3 +140,27 @@ def test_a_few_burned_in_words_find_their_video_first(burned_in):
     firsts = [search_by(model, index, text, " ".join(line.split()[-2:]), k=1, by="all")[0].id for line in lines]
     found = sum(first == f"clip{i:02d}" for i, first in enumerate(firsts))
     assert found >= 18, list(zip(lines, firsts))
+
+
+def test_an_engine_whose_weights_fail_their_hash_leaves_the_index_usable(tiny_synth, tmp_path, monkeypatch):
+    from tests.unit.test_distributed import _fake_run
+    from videotext import weights
+    from videotext.cli import app
+
+    package = weights.PACKAGES["rapidocr"]
+    wrong = {**package.sha256, "ch_PP-OCRv4_rec_infer.onnx": "0" * 64}
+    monkeypatch.setitem(weights.PACKAGES, "rapidocr", weights.WeightPackage(
+        package.name, package.distribution, package.version, package.module, package.folder, wrong, package.install))
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    texted_video(folder / "lecture.mp4", [SHOWN["lecture"]], seconds=3.0)
+    run = _fake_run(tiny_synth, tmp_path / "run")
+    with pytest.warns(UserWarning, match="on-screen text not indexed"):
+        result = CliRunner().invoke(app, ["index", "build", str(run), str(folder), "--out", str(tmp_path / "idx"),
+                                          "--text"])
+    assert result.exit_code == 0, result.output
+    assert "indexed 1 videos" in result.output and "; indexed without it" in result.output
+    assert "ch_PP-OCRv4_rec_infer.onnx: sha256" in result.output
+    failures = [json.loads(line) for line in (tmp_path / "idx.features" / "failures.jsonl").read_text().splitlines()]
+    assert [(f["item"], f["stage"]) for f in failures] == [("OCR engine rapidocr", "ocr")]
+    assert [h["id"] for h in search(tmp_path / "idx", "a lecture", "-k", "1")] == ["lecture"]  # by what is shown

@@ -81,7 +81,7 @@ def test_a_static_picture_is_read_once(tmp_path):
     path = texted_video(tmp_path / "slide.mp4", [("Lecture 12", 0.0, 8.0, (40, 60))], seconds=8.0, still=True)
     engine = CountingEngine()
     lines, seen = video_text(path, engine)
-    assert seen == {"samples": 8, "read": 1} and engine.calls == 1
+    assert seen == {"samples": 8, "read": 1, "unreadable": 0} and engine.calls == 1
     assert [(line.text, line.start, line.end) for line in lines] == [("Lecture 12", 0.0, 8.0)]
 
 
@@ -147,3 +147,20 @@ def test_the_ocr_expert_is_glove_vectors_of_the_words_on_screen(tmp_path, monkey
     np.testing.assert_array_equal(features, expected.astype(np.float16).astype(np.float32))  # stored as float16
     np.testing.assert_allclose(times, [0.0, 2.0])
     assert (tmp_path / "features" / ONSCREEN).exists()
+
+
+class FailingEngine(CountingEngine):
+    """Fails on every second frame it is given."""
+
+    def read(self, frame):
+        if self.calls % 2 == 1:
+            self.calls += 1
+            raise RuntimeError("cannot read this frame")
+        return super().read(frame)
+
+
+def test_a_frame_the_engine_fails_on_is_skipped_and_counted(tmp_path):
+    path = texted_video(tmp_path / "talk.mp4", [("Lecture 12", 0.0, 4.0, (40, 60))], seconds=4.0)
+    lines, seen = video_text(path, FailingEngine(), change=-1.0)  # every sample read
+    assert seen == {"samples": 4, "read": 4, "unreadable": 2}
+    assert [line.text for line in lines] == ["Lecture 12", "Lecture 12"]  # read at 0.5 s and 2.5 s, not between

@@ -19,7 +19,8 @@ Per video (`video_text`):
 
 The job resumes like transcription: a video whose line is there (same file size and modification
 time, same engine) is not read again; a video that cannot be decoded is one line in
-`failures.jsonl` and the job goes on.
+`failures.jsonl` and the job goes on; a frame the engine fails on is skipped and counted
+(`unreadable`); a video without text gets no lines and no failure.
 """
 from __future__ import annotations
 
@@ -130,24 +131,28 @@ class _Segments:
 
 def video_text(path: str | Path, engine: OcrEngine, every: float = EVERY, change: float = CHANGE,
                progress: Callable[[int], None] | None = None) -> tuple[list[Line], dict[str, int]]:
-    """The on-screen lines of one video and counts (`samples`, `read`: frames the engine read).
-    Raises VideoDecodeError when it cannot be decoded."""
+    """The on-screen lines of one video and counts (`samples`; `read`: frames given to the engine;
+    `unreadable`: those it failed on, skipped). Raises VideoDecodeError when it cannot be decoded."""
     from videotext.data.video import probe, rate_times, read_frames
 
     info = probe(path)
     times = rate_times(max(info.duration, every), 1.0 / every)  # [T] step centres
     segments = _Segments(every)
-    last_read, boxes, read = None, [], 0
+    last_read, boxes, read, unreadable = None, [], 0, 0
     for first in range(0, len(times), CHUNK):
         frames = read_frames(path, times[first: first + CHUNK])  # [C, H, W, 3]
         for at, frame in zip(times[first: first + CHUNK], frames):
             small = thumbnail(frame)
             if changed(last_read, small, change):
-                boxes, last_read, read = engine.read(frame), small, read + 1
+                try:
+                    boxes = engine.read(frame)
+                except Exception:  # noqa: BLE001 - one frame the engine cannot read is skipped and counted
+                    boxes, unreadable = [], unreadable + 1
+                last_read, read = small, read + 1
             segments.add(float(at), boxes, engine.source)
         if progress is not None:
             progress(len(frames))
-    return segments.close(engine.source), {"samples": len(times), "read": read}
+    return segments.close(engine.source), {"samples": len(times), "read": read, "unreadable": unreadable}
 
 
 def read_onscreen(items: Sequence[tuple[str, str | Path]], folder: str | Path, engine: str = DEFAULT_ENGINE,
@@ -164,7 +169,7 @@ def read_onscreen(items: Sequence[tuple[str, str | Path]], folder: str | Path, e
     todo = [(k, Path(p)) for k, p in items if not is_current(store.get(k), Path(p), None)
             or not store.get(k).source.startswith(f"ocr:{engine}:")]
     counts = {"videos": len(items), "kept": len(items) - len(todo), "text": 0, "none": 0, "failed": 0,
-              "samples": 0, "read": 0}
+              "samples": 0, "read": 0, "unreadable": 0}
     if not todo:
         return {**counts, "seconds": time.time() - started, "onscreen": str(store.path), "failures": str(log.path)}
     reader = ocr_engine(engine, threads=threads)
@@ -180,8 +185,8 @@ def read_onscreen(items: Sequence[tuple[str, str | Path]], folder: str | Path, e
             log.resolve(key, "onscreen")
             store.add(Transcript(key, lines, reader.source, str(path), size, mtime_ns))
             counts["text" if lines else "none"] += 1
-            counts["samples"] += seen["samples"]
-            counts["read"] += seen["read"]
+            for name in ("samples", "read", "unreadable"):
+                counts[name] += seen[name]
             bar.set_postfix(read=counts["read"], failed=counts["failed"], refresh=False)
     store.compact()
     log.compact()
