@@ -21,7 +21,9 @@ indexes it all with `index build`'s code.
 
 `--held-out` checks the default threshold on copies it was not chosen on: every transform at
 another strength (`tests/near_duplicates.HELD_OUT`: CRF 36, 0.4 of the size, the central 70 %,
-10-60 % of the duration, 1.25× faster) and synthetic videos of another seed.
+10-60 % of the duration, 1.25× faster) and synthetic videos of another seed; `--new-edits` on other
+kinds of copy (`NEW_EDITS`: bars to another aspect ratio, grayscale, brightness and contrast, a logo,
+a picture inside a frame, half the frame rate, an older codec) with those synthetic videos.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its copy maker
 
-from tests.near_duplicates import DEFAULT, HELD_OUT, KNOWN_COPIES, TRANSFORMS, make_copies, real_clips  # noqa: E402
+from tests.near_duplicates import (DEFAULT, HELD_OUT, KNOWN_COPIES, NEW_EDITS, TRANSFORMS, make_copies,  # noqa: E402
+                                   real_clips)
 from videotext.search.duplicates import DEFAULT_THRESHOLD, find_duplicates  # noqa: E402
 
 THRESHOLDS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
@@ -113,7 +116,7 @@ def run(work: Path, synthetic: int, max_seconds: float | None, milvus: bool, tra
 
     started = time.perf_counter()
     every, originals, footage = build_set(work, synthetic, max_seconds, transforms, seed=int(held_out),
-                                          strengths=HELD_OUT if held_out else DEFAULT)
+                                          strengths=HELD_OUT if held_out and transforms == TRANSFORMS else DEFAULT)
     run_dir = work / "run"
     if not (run_dir / "config.yaml").is_file():
         convert("conse", "efficientnet-lite0", run_dir)
@@ -147,10 +150,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="folder for the set, run and indexes (default: temp)")
     parser.add_argument("--milvus", action="store_true", help="also build the index in Milvus Lite and compare groups")
     parser.add_argument("--held-out", action="store_true", help="other transform strengths and synthetic videos")
+    parser.add_argument("--new-edits", action="store_true", help="other kinds of copy (tests/near_duplicates.NEW_EDITS) "
+                                                                 "and the held-out synthetic videos")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="duplicates-bench-"))
-    result = run(work, args.synthetic, args.max_seconds, args.milvus, held_out=args.held_out)
+    result = run(work, args.synthetic, args.max_seconds, args.milvus, transforms=NEW_EDITS if args.new_edits else TRANSFORMS,
+                 held_out=args.held_out or args.new_edits)
     print(f"{result['entries']} videos: {result['real_clips']} real clips, their copies ({', '.join(result['transforms'])}), "
           f"{result['synthetic']} synthetic" + (" (held-out strengths and synthetic seed)" if args.held_out else ""))
     print("threshold  precision  recall  pairs found/true  groups (exact)")

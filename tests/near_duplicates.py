@@ -12,6 +12,7 @@ from typing import Callable
 
 import av
 import numpy as np
+from PIL import Image
 
 from videotext.io import atomic_path
 
@@ -19,6 +20,8 @@ ASSETS = Path(os.environ.get("VIDEOTEXT_ASSETS", Path.home() / ".cache/videotext
 
 # The ways a copy differs from its source (the kinds of near-duplicates a collection holds).
 TRANSFORMS = ("reencode", "resize", "crop", "trim", "speed", "mirror")
+# Other common edits, for checking a setting chosen on TRANSFORMS on kinds of copy it never saw.
+NEW_EDITS = ("bars", "gray", "color", "logo", "frame", "halffps", "codec")
 # Real copies already among the assets: (copy, source). Megamind_bugy.avi is Megamind.avi at
 # another frame rate with damaged frames; carphone_distorted.mp4 is carphone_pristine.mp4 compressed.
 KNOWN_COPIES = (("Megamind_bugy.avi", "Megamind.avi"), ("carphone_distorted.mp4", "carphone_pristine.mp4"))
@@ -64,7 +67,15 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
     speed     1.5× faster (the third frame of every three dropped; same frame rate);
     mirror    flipped left to right;
     none      the same frames at a high quality (CRF 20): with `max_seconds`, the start of a
-              clip as the original of a shorter set.
+              clip as the original of a shorter set;
+    and NEW_EDITS, other kinds of copy:
+    bars      black bars above and below to another aspect ratio (the frame padded to 1:1);
+    gray      grayscale;
+    color     brighter (+30 levels) with more contrast (x1.3 about mid-grey);
+    logo      an opaque logo, a fifth of the width, burned into the top right corner;
+    frame     the picture at 70 % inside a grey frame (picture in picture);
+    halffps   every second frame, at half the frame rate;
+    codec     an older codec: MPEG-4 part 2 at a low bit rate.
     `max_seconds` keeps only the start of the source (the shorter sets of the tests); `strengths`
     changes those amounts."""
     st = strengths
@@ -91,14 +102,34 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
         elif transform == "speed":
             keep = lambda index, time: (index % st.speed_cycle != st.speed_cycle - 1
                                         and (not max_seconds or time < max_seconds))
-        elif transform not in ("reencode", "none"):
-            raise ValueError(f"unknown transform {transform!r}; expected one of {TRANSFORMS}")
+        elif transform == "bars":
+            side = max(size)
+            size = (_even(side), _even(side))
+            change = lambda image: _pad(image, size, 0)
+        elif transform == "gray":
+            change = lambda image: np.repeat((image @ np.array([0.299, 0.587, 0.114]))[..., None], 3, 2).astype(np.uint8)
+        elif transform == "color":
+            change = lambda image: np.clip((image.astype(np.float32) - 128) * 1.3 + 158, 0, 255).astype(np.uint8)
+        elif transform == "logo":
+            change = lambda image: _logo(image)
+        elif transform == "frame":
+            inner = (_even(width * 0.7), _even(height * 0.7))
+            change = lambda image: _pad(np.asarray(Image.fromarray(image).resize(inner, Image.BILINEAR)), size, 128)
+        elif transform == "halffps":
+            keep = lambda index, time: index % 2 == 0 and (not max_seconds or time < max_seconds)
+            fps = fps / 2
+        elif transform not in ("reencode", "none", "codec"):
+            raise ValueError(f"unknown transform {transform!r}; expected one of {TRANSFORMS + NEW_EDITS}")
         out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(out) as tmp, av.open(str(tmp), mode="w", format="mp4") as writer:
-            encoder = writer.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+            codec = "mpeg4" if transform == "codec" else "libx264"
+            encoder = writer.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
             encoder.width, encoder.height = size
             encoder.pix_fmt = "yuv420p"
-            encoder.options = {"crf": str(st.crf) if transform == "reencode" else "20", "preset": "veryfast"}
+            if transform == "codec":
+                encoder.bit_rate = 300_000
+            else:
+                encoder.options = {"crf": str(st.crf) if transform == "reencode" else "20", "preset": "veryfast"}
             index = 0
             for frame in container.decode(stream):
                 time = float(frame.pts * stream.time_base) if frame.pts is not None else index / fps
@@ -112,6 +143,24 @@ def make_copy(source: Path, out: Path, transform: str, max_seconds: float | None
                 if max_seconds and time >= max_seconds and transform != "trim":
                     break
             writer.mux(encoder.encode(None))
+    return out
+
+
+def _pad(image: np.ndarray, size: tuple[int, int], value: int) -> np.ndarray:
+    """`image` centred on a (width, height) canvas of grey `value`."""
+    canvas = np.full((size[1], size[0], 3), value, np.uint8)
+    top, left = (size[1] - image.shape[0]) // 2, (size[0] - image.shape[1]) // 2
+    canvas[top : top + image.shape[0], left : left + image.shape[1]] = image
+    return canvas
+
+
+def _logo(image: np.ndarray) -> np.ndarray:
+    """`image` with an opaque two-colour logo burned into its top right corner."""
+    out = image.copy()
+    height, width = out.shape[:2]
+    w, h = max(8, width // 5), max(6, height // 8)
+    out[4 : 4 + h, width - w - 4 : width - 4] = (230, 40, 40)
+    out[4 + h // 4 : 4 + 3 * h // 4, width - w : width - w // 2] = (255, 255, 255)
     return out
 
 
