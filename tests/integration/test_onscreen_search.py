@@ -91,7 +91,9 @@ def test_http_results_carry_the_written_line(built):
     assert answer.status_code == 200, answer.text
     first = answer.json()["results"][0]
     assert first["id"] == "lecture" and first["written"]["start"] == 1.0 and len(first["written"]["box"]) == 4
-    assert client.get("/search", params={"q": "x", "by": "smell"}).status_code == 400
+    assert client.get("/search", params={"q": "x", "by": "smell"}).status_code == 422
+    lacking = client.get("/search", params={"q": "x", "by": "said"})  # built without --speech
+    assert lacking.status_code == 400 and "--speech" in lacking.json()["detail"]
 
 
 def test_update_reads_only_new_videos(built):

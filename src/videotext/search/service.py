@@ -60,6 +60,7 @@ from videotext.search.index import Index
 from videotext.search.spoken import load_lines, search_by
 
 STATIC = Path(__file__).resolve().parent / "static"
+BY_PATTERN = "^(all|both|(shown|said|written)(,(shown|said|written))*)$"  # search.spoken.parse_by's values
 MAX_QUERY_CHARS = 500  # longer than any caption in the datasets read here; guards the text encoder
 MAX_K = 100
 THUMBNAIL_CACHE = 1024  # JPEGs kept in memory (~5 KB each at 160 px)
@@ -287,7 +288,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         k: int = Query(10, ge=1, le=max_k, description="Number of results."),
         where: Optional[str] = Query(None, max_length=2000, description="Metadata filter, e.g. start >= 30 and "
                                      "split == \"test\" (the grammar of videotext.search.filters)."),
-        by: str = Query("all", max_length=40, description="Match what is shown, said (transcript lines), written "
+        by: str = Query("all", pattern=BY_PATTERN, description="Match what is shown, said (transcript lines), written "
                         "(on screen), both (shown and said), all (every channel the index has) or a comma list, "
                         "fused by `fusion`."),
         fusion: str = Query("standard", pattern="^(standard|rrf)$", description="standard: each ranking's scores "
