@@ -590,7 +590,7 @@ def search(
     from videotext.search.index import Index
     from videotext.search.runs import run_behind
     from videotext.search.fusion import check_fusion
-    from videotext.search.spoken import check_by, load_lines, search_by
+    from videotext.search.spoken import check_by, load_lines, parse_by, search_by
 
     check_by(by)  # before loading anything
     check_fusion(fusion)
@@ -598,7 +598,7 @@ def search(
     if like is not None or like_id is not None or query is None:
         return _search_like(loaded, index, query, like, like_id, k, run_dir, as_json, where, precision, threads)
     lines = load_lines(index)
-    needs_model = by.strip() in ("both", "all") or "shown" in by.split(",")  # text channels alone need no model
+    needs_model = "shown" in parse_by(by)  # text channels alone need no model
     run = run_behind(loaded, run_dir, index) if needs_model else None
     searcher = load_model(run, precision=precision, threads=threads) if needs_model else None
     _print_hits(search_by(searcher, loaded, lines, query, k=k, by=by, where=where, fusion=fusion), as_json)

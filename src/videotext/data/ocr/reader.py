@@ -35,7 +35,7 @@ import numpy as np
 
 from videotext.data.ocr.engines import DEFAULT_ENGINE, OcrEngine, TextBox, ocr_engine
 from videotext.data.speech.recognize import Line
-from videotext.data.speech.transcripts import Transcript, TranscriptStore, _stamp, is_current
+from videotext.data.speech.transcripts import Transcript, TranscriptStore, file_stamp, is_current
 from videotext.errors import VideoDecodeError
 from videotext.io import FailureLog
 
@@ -175,7 +175,7 @@ def read_onscreen(items: Sequence[tuple[str, str | Path]], folder: str | Path, e
     reader = ocr_engine(engine, threads=threads)
     with tqdm(todo, desc="read on-screen text", unit="video", disable=not progress, dynamic_ncols=True) as bar:
         for key, path in bar:
-            size, mtime_ns = _stamp(path)
+            size, mtime_ns = file_stamp(path)
             try:
                 lines, seen = video_text(path, reader, every)
             except VideoDecodeError as exc:

@@ -98,7 +98,8 @@ class TranscriptStore:
                 out.write(json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n")
 
 
-def _stamp(path: Path) -> tuple[int | None, int | None]:
+def file_stamp(path: Path) -> tuple[int | None, int | None]:
+    """(size, modification time in ns) of a file, what a stored transcript is checked against; (None, None) if absent."""
     try:
         stat = path.stat()
     except OSError:
@@ -111,7 +112,7 @@ def is_current(transcript: Transcript | None, path: Path, source: str | None) ->
     text, with the engine `source` (None: any engine will do)."""
     if transcript is None:
         return False
-    if (transcript.size, transcript.mtime_ns) != _stamp(path):
+    if (transcript.size, transcript.mtime_ns) != file_stamp(path):
         return False
     if transcript.source.startswith(("asr:", "ocr:")) and source is not None:
         return transcript.source == source
@@ -138,7 +139,7 @@ def transcribe_video(key: str, path: Path, engine: Callable[[], SpeechEngine | N
     the problems to record. Raises VideoDecodeError when its audio cannot be decoded."""
     from videotext.data.video import read_audio
 
-    size, mtime_ns = _stamp(path)
+    size, mtime_ns = file_stamp(path)
     lines, problems = subtitles_of(path)
     if lines:
         return Transcript(key, lines, SUBTITLE, str(path), size, mtime_ns), problems
