@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from tests.near_duplicates import ASSETS, TRANSFORMS, make_copies, make_copy, real_clips
 from videotext.cli import app
-from videotext.search.duplicates import DEFAULT_THRESHOLD, find_duplicates, group_pairs, report, write_report
+from videotext.search.duplicates import DEFAULT_THRESHOLD, find_duplicates, group_pairs
 from videotext.search.entries import Entry
 from videotext.search.index import Index
 
@@ -103,6 +103,17 @@ def test_each_copy_as_the_query_finds_its_original_first(collection):
     # an indexed entry as the query: itself left out, its copies first
     like = [h.id for h in model.search_like(like_id="vtest", index=collection[1], k=6)]
     assert "vtest" not in like and sorted(like) == sorted(f"vtest.{t}" for t in TRANSFORMS)
+
+
+def test_copies_with_bars_or_a_frame_find_their_original_first(collection):
+    """A copy padded to 1:1 or shown inside a grey frame: its border is cut before the picture is
+    described, so it scores with its source as a re-encode does (bench/duplicates.py --new-edits)."""
+    model, _, plain, _, root = collection
+    source = root / "cuts" / "Megamind.mp4"
+    for edit in ("bars", "frame"):
+        copy = make_copy(source, root / "edits" / f"Megamind.{edit}.mp4", edit)
+        hits = model.search_like(copy, plain, k=2)
+        assert hits[0].id == "Megamind" and hits[0].score >= DEFAULT_THRESHOLD, (edit, hits)
 
 
 def test_milvus_store_gives_the_same_groups(collection, tmp_path):

@@ -55,6 +55,9 @@ class ConSEConfig:
     visual_weight: float = 0.2  # the appearance features' cosine
     layout_weight: float = 0.7  # the colour layout's cosine
     layout_expert: str = "layout"  # "" = no layout part (appearance alone)
+    # cut a plain, centred border (bars, a frame) before the appearance and layout experts read a
+    # frame (videotext.data.borders): a padded or framed copy then matches its source
+    trim_borders: bool = True
     max_text_tokens: int = 32
     input_size: int = 224  # the appearance expert's crop (the classifier's training resolution)
     weights: str = ""  # "" = the shipped EfficientNet-Lite0 state dict (head + batch-norm statistics)
@@ -180,7 +183,8 @@ class ConSE(Method):
                         positives=self.gather.positives(batch.get("positives")), reduction="mean")
 
     def expert_options(self) -> dict[str, dict[str, Any]]:
-        options = {self.config.expert: {"input_size": int(self.config.input_size)}}
+        trim = {"trim_borders": True} if self.config.trim_borders else {}
+        options = {self.config.expert: {"input_size": int(self.config.input_size), **trim}}
         if self.layout_dim:
-            options[self.config.layout_expert] = {"grid": int(round((self.layout_dim / 3) ** 0.5))}
+            options[self.config.layout_expert] = {"grid": int(round((self.layout_dim / 3) ** 0.5)), **trim}
         return options

@@ -158,14 +158,27 @@ class CentreFrameExpert(FrameExpert):
     # (None: every step). A run that reads only that many (`Method.reads_subsampled_steps`)
     # gets identical video embeddings from the few frames it needs (`index build`).
     max_steps: int | None = None
+    # Cut a plain, centred border (letterbox or pillarbox bars, a frame) before the picture is
+    # described (`videotext.data.borders`), so a padded or framed copy matches its source.
+    trim_borders: bool = False
 
     def steps(self, duration: float) -> np.ndarray:
         starts = super().steps(duration)  # [T]
         return starts[subsample_steps(len(starts), self.max_steps)] if self.max_steps else starts
 
     def capped(self) -> dict[str, Any]:
-        """`max_steps` for `settings()` when set (stores of every step keep their config as it was)."""
-        return {"max_steps": int(self.max_steps)} if self.max_steps else {}
+        """`max_steps` and `trim_borders` for `settings()` when set (stores made without them keep
+        their config as it was)."""
+        return {**({"max_steps": int(self.max_steps)} if self.max_steps else {}),
+                **({"trim_borders": True} if self.trim_borders else {})}
+
+    def picture(self, frames: np.ndarray) -> np.ndarray:
+        """Frames [T, H, W, 3] as the expert describes them: without their border if `trim_borders`."""
+        if not self.trim_borders:
+            return frames
+        from videotext.data.borders import trim_borders
+
+        return trim_borders(frames)
 
     def frame_times(self, starts: np.ndarray) -> np.ndarray:
         return starts + 0.5 * self.step  # the centre of each step [T]
@@ -182,7 +195,7 @@ class CentreFrameNetworkExpert(CentreFrameExpert):
         return {**self.__dict__, "_model": None}
 
     def prepare(self, frames: np.ndarray, shown: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        return center_crop_frames(frames, self.frame_size)  # uint8 [T, S, S, 3]
+        return center_crop_frames(self.picture(frames), self.frame_size)  # uint8 [T, S, S, 3]
 
     def finish_batch(self, prepared: list[np.ndarray]) -> list[np.ndarray]:
         sizes = [len(p) for p in prepared]
@@ -206,7 +219,7 @@ class AppearanceExpert(CentreFrameNetworkExpert):
     def __init__(
         self, rate: float = 1.0, input_size: int = 224, batch_size: int = 64, device: str = "cpu",
         weights: str | os.PathLike | None = None, pretrained: bool = True, precision: str = "fp32",
-        fold_norms: bool = True, max_steps: int | None = None,
+        fold_norms: bool = True, max_steps: int | None = None, trim_borders: bool = False,
     ):
         self.rate = float(rate)
         self.input_size = int(input_size)
@@ -218,6 +231,7 @@ class AppearanceExpert(CentreFrameNetworkExpert):
         self.precision = precision  # auto | fp32 | bf16 (videotext.runtime); not a feature setting
         self.fold_norms = fold_norms  # batch norms folded into the convolutions (same features, faster)
         self.max_steps = max_steps
+        self.trim_borders = bool(trim_borders)
         self._model = None
         self._dtype = None  # set with the model
 

@@ -25,12 +25,13 @@ class LayoutExpert(CentreFrameExpert):
     name = "layout"
     version = "1"
 
-    def __init__(self, rate: float = 1.0, grid: int = GRID, max_steps: int | None = None):
+    def __init__(self, rate: float = 1.0, grid: int = GRID, max_steps: int | None = None, trim_borders: bool = False):
         self.rate = float(rate)
         self.grid = int(grid)
         self.dim = 3 * self.grid * self.grid
         self.frame_size = 8 * self.grid  # decoded at least this large (other experts may ask for more)
         self.max_steps = max_steps
+        self.trim_borders = bool(trim_borders)
 
     def settings(self) -> dict[str, Any]:
         return {"grid": self.grid, **self.capped()}
@@ -40,7 +41,7 @@ class LayoutExpert(CentreFrameExpert):
         import cv2
 
         out = np.zeros((len(frames), self.dim), np.float32)
-        for i, frame in enumerate(frames):
+        for i, frame in enumerate(self.picture(frames)):
             height, width = frame.shape[:2]
             side = min(height, width)
             top, left = (height - side) // 2, (width - side) // 2
