@@ -586,8 +586,8 @@ def search(
                                                             "(reciprocal rank fusion)."),
 ) -> None:
     """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
-    from videotext.inference import load_model
     from videotext.search.index import Index
+    from videotext.search.query_encoder import exported_searcher
     from videotext.search.runs import run_behind
     from videotext.search.fusion import check_fusion
     from videotext.search.spoken import check_by, load_lines, parse_by, search_by
@@ -599,8 +599,13 @@ def search(
         return _search_like(loaded, index, query, like, like_id, k, run_dir, as_json, where, precision, threads)
     lines = load_lines(index)
     needs_model = "shown" in parse_by(by)  # text channels alone need no model
-    run = run_behind(loaded, run_dir, index) if needs_model else None
-    searcher = load_model(run, precision=precision, threads=threads) if needs_model else None
+    searcher = None
+    if needs_model and run_dir is None and precision is None:  # the query side the build exported: no torch
+        searcher = exported_searcher(index)
+    if needs_model and searcher is None:
+        from videotext.inference import load_model
+
+        searcher = load_model(run_behind(loaded, run_dir, index), precision=precision, threads=threads)
     _print_hits(search_by(searcher, loaded, lines, query, k=k, by=by, where=where, fusion=fusion), as_json)
 
 

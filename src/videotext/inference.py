@@ -18,6 +18,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import json
+import logging
+import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,6 +42,8 @@ from videotext.runtime import autocast, network_precision, resolve_device, retai
 from videotext.search.build import BuildPlan, build_index
 from videotext.search.index import Index
 from videotext.train.checkpoint import load_meta, load_weights
+
+log = logging.getLogger(__name__)
 
 # --- the dtype boundary of the public API ------------------------------------------------
 # What goes in (frames, features, vectors) is cast to float32 here, whatever its float dtype;
@@ -128,6 +133,7 @@ class LoadedModel:
         # torch.bfloat16, or None for fp32: `auto` decided for this method by its measured bf16 cosine
         self.dtype = network_precision(config.method, self.precision, device)
         self.expert_dims: dict[str, int] = {}  # feature width per expert, from the checkpoint
+        self.checkpoint: Path | None = None  # the checkpoint folder the weights came from
 
     def autocast(self):
         """The run's inference precision (`--precision`) as a context: bf16 autocast or nothing."""
@@ -335,7 +341,39 @@ class LoadedModel:
             self._join_ranks()
         index, self.last_build = build_index(self, source, out, features_dir, progress, update, window, stride,
                                              store, collection)
+        if out is not None and dist.is_main():
+            self.export_query_encoder(out)
         return index
+
+    def weights_stamp(self) -> str:
+        """What identifies the weights loaded: the checkpoint folder and its files' sizes and times."""
+        folder = self.checkpoint
+        files = sorted(folder.iterdir()) if folder is not None and folder.is_dir() else []
+        return json.dumps([str(folder), [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]])
+
+    def export_query_encoder(self, index_folder: str | Path) -> Path | None:
+        """The query side as ONNX with its tokenizer in `index_folder/query_encoder`
+        (`videotext.search.query_export`), so a search needs neither torch nor transformers; kept
+        when it is already there for these weights. None when the method needs torch to search."""
+        from videotext.search.query_encoder import META_FILE, QUERY_FOLDER
+        from videotext.search.query_export import export_query_encoder
+
+        if self.method is None:
+            return None
+        stamp = self.weights_stamp()
+        meta = Path(index_folder) / QUERY_FOLDER / META_FILE
+        if meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("source") == stamp:
+            return meta.parent
+        method = self.method
+        if self.dtype is not None or self.device.type != "cpu":  # export the run's fp32 weights on the CPU
+            method = load_model(self.run_dir, self.checkpoint.name if self.checkpoint else "best", "cpu", "fp32",
+                                threads=torch.get_num_threads()).method
+        try:
+            return export_query_encoder(method, index_folder, rescores=self.rescores, source=stamp)
+        except (RuntimeError, OSError, ValueError, ImportError) as exc:  # the index works without it
+            shutil.rmtree(meta.parent, ignore_errors=True)
+            log.warning("query encoder not exported (%s): searches of %s load the model", exc, index_folder)
+            return None
 
     def _join_ranks(self) -> None:
         """Join torchrun's group (this rank's GPU is cuda:LOCAL_RANK)."""
@@ -436,6 +474,7 @@ def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "aut
     method.to(torch_device).eval()
     model = LoadedModel(run_dir, method, config, torch_device, precision)
     model.expert_dims = {e: int(d) for e, d in (dims or {}).items()}
+    model.checkpoint = folder
     if model.dtype is not None:  # a loaded run only encodes: bf16 weights where the method gains from them
         method.cast_for_inference(model.dtype)
     return model

@@ -60,7 +60,7 @@ def test_index_build_and_search_cli_and_python_agree(trained_run, tiny_synth, tm
 
     import videotext
 
-    python_hits = videotext.load_model(trained_run).search(query, index_dir, k=3)
+    python_hits = videotext.load_model(trained_run, precision="fp32").search(query, index_dir, k=3)  # the exported query side is fp32
     assert [h.id for h in python_hits] == [h["id"] for h in hits]
     assert [h.score for h in python_hits] == pytest.approx([h["score"] for h in hits], abs=1e-5)
     assert [h.path for h in python_hits] == [h["path"] for h in hits]
@@ -76,6 +76,49 @@ def test_index_build_and_search_cli_and_python_agree(trained_run, tiny_synth, tm
     assert [r["path"] for r in served] == [Path(h["path"]).relative_to(tiny_synth).as_posix() for h in hits]
     assert all(r["path"].startswith("videos/") for r in served)
     assert str(tiny_synth) not in response.text and str(trained_run) not in response.text
+
+
+COLD_SEARCH = """
+import json, sys
+from videotext.cli import app
+try:
+    app(sys.argv[1:], standalone_mode=False)
+finally:
+    print(json.dumps({"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules}))
+"""
+
+
+def test_a_query_through_the_exported_encoder_loads_neither_torch_nor_transformers(trained_run, tiny_synth, tmp_path):
+    import subprocess
+    import sys
+
+    index_dir = tmp_path / "idx"
+    assert invoke("index", "build", trained_run, tiny_synth / "manifest.json", "-o", index_dir,
+                  "--features", tiny_synth / "features").exit_code == 0
+    assert (index_dir / "query_encoder" / "model.onnx").is_file()
+    query = "a red circle moves left"
+
+    def cold(*extra: str) -> tuple[list[str], dict]:
+        done = subprocess.run([sys.executable, "-c", COLD_SEARCH, "search", str(index_dir), query, "-k", "5", "--json",
+                               *extra], capture_output=True, text=True, check=True)
+        *hits, modules = done.stdout.strip().split("\n")
+        return [h["id"] for h in json.loads("\n".join(hits))], json.loads(modules)
+
+    ids, modules = cold()
+    assert modules == {"torch": False, "transformers": False}
+    # the same hits through torch: asked for (--precision), and from an index built before the export
+    torch_ids, modules = cold("--precision", "fp32")
+    assert torch_ids == ids and modules["torch"]
+    shutil.rmtree(index_dir / "query_encoder")
+    assert cold() == (ids, {"torch": True, "transformers": True})
+    # an update keeps the exported encoder; a rebuild writes it again
+    invoke("index", "build", trained_run, tiny_synth / "manifest.json", "-o", index_dir, "--features",
+           tiny_synth / "features")
+    stamp = (index_dir / "query_encoder" / "encoder.json").stat().st_mtime_ns
+    assert invoke("index", "build", trained_run, tiny_synth / "manifest.json", "-o", index_dir, "--features",
+                  tiny_synth / "features", "--update").exit_code == 0
+    assert (index_dir / "query_encoder" / "encoder.json").stat().st_mtime_ns == stamp
+    assert cold()[1]["torch"] is False
 
 
 def test_index_a_plain_folder_extracts_like_training(trained_run, tiny_synth, tmp_path):

@@ -392,3 +392,44 @@ def test_saved_run_loads_with_equal_embeddings(build, name, tmp_path):
     torch.testing.assert_close(loaded.encode_text(captions), method.query_vectors(text), atol=1e-6, rtol=0)
     torch.testing.assert_close(loaded.encode_videos(case.videos, case.read_features), method.index_vectors(video),
                                atol=1e-6, rtol=0)
+
+
+# --- 6. the query side exported for search without torch -----------------------------------
+
+# Methods whose query side is exported into an index (`videotext.search.query_export`); the rest
+# search through torch: a shortlist re-scored by the method's own score (mmt, toco), or a text side
+# that is not one Hugging Face model with a fast tokenizer (coot's sentence hierarchy, CLIP's tokenizer).
+EXPORTED = {"dual", "frozen", "supportset", "conse"}
+EXPORT_CAPTIONS = 1000
+
+
+def export_captions(case: Case, count: int = EXPORT_CAPTIONS) -> list[str]:
+    """`count` captions of the fixture's words, 1 to 60 words long (past every method's token
+    limit, so truncation is checked too), seeded."""
+    import random
+
+    words = sorted({w for v in case.videos for c in v.captions for w in c.split()})
+    rng = random.Random(SEED)
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(1, 60))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("name", methods("test_exported_query_side_equals_torch"))
+def test_exported_query_side_equals_torch(build, name, tmp_path):
+    from videotext.search.query_encoder import ExportedTextEncoder
+    from videotext.search.query_export import export_query_encoder
+
+    case = build(name)
+    model = LoadedModel(tmp_path, case.method, case.config, torch.device("cpu"), "fp32")
+    cached = set(getattr(getattr(case.method, "text_encoder", None), "_cache", {}))
+    folder = export_query_encoder(case.method, tmp_path, rescores=model.rescores)
+    assert (folder is not None) == (name in EXPORTED), name
+    if folder is None:
+        assert not (tmp_path / "query_encoder").exists()
+        return
+    assert set(case.method.text_encoder._cache) == cached  # the export left the per-caption cache as it was
+    captions = export_captions(case)
+    exported = torch.from_numpy(ExportedTextEncoder(folder).encode(captions))  # [N, D]
+    reference = model.encode_text(captions)  # [N, D], torch at fp32
+    cosine = torch.nn.functional.cosine_similarity(exported, reference, dim=1)
+    assert float(cosine.min()) >= 0.9999, float(cosine.min())
+    torch.testing.assert_close(exported, reference, atol=1e-5, rtol=0)

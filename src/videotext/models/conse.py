@@ -144,7 +144,7 @@ class ConSE(Method):
 
     def encode_text(self, batch: dict[str, Any]) -> torch.Tensor:
         text = F.normalize(self.text_encoder(batch).float(), dim=-1)  # [B, E]
-        return torch.cat([text, text.new_zeros(len(text), FEATURE_DIM + self.layout_dim)], dim=1)  # [B, E + 1280 + L]
+        return F.pad(text, (0, FEATURE_DIM + self.layout_dim))  # [B, E + 1280 + L]: zeros after the caption's part
 
     # --- video -------------------------------------------------------------------------
     def conse(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -157,7 +157,7 @@ class SupportSet(Method):
 
     def token_features(self, batch: dict[str, Any]) -> torch.Tensor:
         """Per-token encoder states [B, L, H]; a frozen encoder's are cached per caption."""
-        if not self.config.freeze_text:
+        if not self.config.freeze_text or "texts" not in batch:  # no strings to key the cache by
             return self.text_encoder.token_states(batch)
         mask = batch["attention_mask"].bool()
         missing = [i for i, t in enumerate(batch["texts"]) if t not in self._token_cache]

@@ -63,10 +63,14 @@ from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import atomic_path, write_json
 from videotext.search.entries import FORMAT, Entry, Hit, as_matrix
 from videotext.search.filters import entry_fields, matches, parse_filter
+from videotext.search.query_encoder import QUERY_FOLDER, SENTENCE_FOLDER
 from videotext.search.milvus import DEFAULT_COLLECTION, STORE as MILVUS_STORE, MilvusIndex, is_milvus_uri, is_server_uri
 
 VERSION = 2  # 2: entries in entries.parquet (1: entries.jsonl, still read)
 ENTRIES, OLD_ENTRIES = "entries.parquet", "entries.jsonl"
+# Folders a build writes beside the vectors (the exported query and sentence encoders,
+# `videotext.search.query_encoder`) that a later save of the same folder keeps.
+CARRIED = (QUERY_FOLDER, SENTENCE_FOLDER)
 KINDS = ("auto", "flat", "hnsw", "ivf", "ivfpq")
 AUTO_THRESHOLD = 40_000  # exact search stays under 2 ms per query up to here (module docstring)
 
@@ -402,6 +406,9 @@ class Index:
                 },
             })
             if target.exists():  # swap: old aside, new in, old removed
+                for name in CARRIED:  # what the build exported beside the vectors stays with them
+                    if (target / name).is_dir() and not (tmp / name).exists():
+                        shutil.copytree(target / name, tmp / name, copy_function=_link_or_copy)
                 old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
                 os.replace(target, old)
                 os.replace(tmp, target)
@@ -538,7 +545,8 @@ def read_entries(path: Path) -> list[tuple[int, Entry]]:
 
     columns = ["label", "id", "path", "start", "end", "video_id", "meta"]
     try:
-        table = pq.read_table(path, columns=columns)
+        with pq.ParquetFile(path) as handle:  # read_table would import pyarrow.dataset and pandas (0.5 s)
+            table = handle.read(columns=columns)
         data = {name: table.column(name).to_pylist() for name in columns}
         metas = data["meta"]
         meta = [{} for _ in metas] if all(m == "{}" for m in metas) else json.loads("[" + ",".join(metas) + "]")
@@ -597,3 +605,12 @@ def takes_concurrent_inserts(store: str) -> bool:
     """Whether an index made by `new_index(…, store)` takes inserts from several processes at
     once (a Milvus server), before it exists; an open index says so itself (`concurrent_inserts`)."""
     return is_server_uri(store)
+
+
+def _link_or_copy(source: str, target: str) -> str:
+    """A hard link of `source` at `target` (a copy across file systems)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+    return target

@@ -31,7 +31,6 @@ import numpy as np
 
 from videotext.errors import VideoTextError
 from videotext.io import atomic_open, read_json_lines
-from videotext.runtime import keeps_threads
 from videotext.search.entries import Entry, Hit
 from videotext.search.filters import entry_fields, matches, parse_filter
 from videotext.search.fusion import DEFAULT_FUSION, FUSION_DEPTH, check_fusion, fuse_hits, fuse_scores
@@ -113,14 +112,18 @@ def sentence_vectors(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
 
-@keeps_threads
 def query_vector(query: str) -> np.ndarray:
     """The sentence vector of one query [H], on one thread: a few tokens gain nothing from more, and
     with both cores busy two threads took 700 ms where one took 14 ms (MiniLM, 2-core EPYC)."""
-    import torch
+    from videotext.runtime import keeps_threads
 
-    torch.set_num_threads(1)
-    return sentence_vectors([query])[0]
+    def on_one_thread() -> np.ndarray:
+        import torch
+
+        torch.set_num_threads(1)
+        return sentence_vectors([query])[0]
+
+    return keeps_threads(on_one_thread)()
 
 
 class SpokenIndex:
@@ -134,6 +137,8 @@ class SpokenIndex:
         self.lines = list(lines)
         self._bm25 = None
         self.vectors = vectors  # [L, H] or None: computed on first use
+        self.folder: Path | None = None  # the index folder it was loaded from
+        self._exported: Any = None  # its exported sentence encoder, False when it has none
         if self.lines:
             import bm25s
 
@@ -161,6 +166,9 @@ class SpokenIndex:
                 if record["box"] is None:
                     del record["box"]
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        from videotext.search.query_export import export_sentence_encoder
+
+        export_sentence_encoder(folder)  # queries against these lines then need no torch
         return path
 
     @classmethod
@@ -171,7 +179,18 @@ class SpokenIndex:
             return None
         lines = [SaidLine(**record) for record in read_json_lines(path)]
         vectors = np.load(path.with_suffix(".npy")) if path.with_suffix(".npy").is_file() else None
-        return cls(lines, vectors, channel)
+        spoken = cls(lines, vectors, channel)
+        spoken.folder = Path(folder)
+        return spoken
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The sentence vector of `query` [H]: through the sentence encoder exported into the index
+        folder when it has one (no torch), else the shipped encoder itself."""
+        from videotext.search.query_encoder import SENTENCE_FOLDER, exported_encoder
+
+        if self._exported is None:
+            self._exported = (exported_encoder(self.folder, SENTENCE_FOLDER) if self.folder else None) or False
+        return self._exported.encode([query])[0] if self._exported else query_vector(query)
 
     def bm25_scores(self, query: str) -> np.ndarray:
         """BM25 score of every line for `query` [L] (0 where no query term occurs)."""
@@ -191,7 +210,7 @@ class SpokenIndex:
             self.last_scores = np.zeros(0)
             return np.zeros(0, np.int64)
         bm25 = self.bm25_scores(query).astype(np.float64)  # [L]
-        cosine = (self.line_vectors() @ query_vector(query)).astype(np.float64)  # [L]
+        cosine = (self.line_vectors() @ self.query_vector(query)).astype(np.float64)  # [L]
         worded = np.flatnonzero(bm25 > 0)
         candidates = np.union1d(worded[np.argsort(-bm25[worded], kind="stable")[:FUSION_DEPTH]],
                                 np.argsort(-cosine, kind="stable")[:FUSION_DEPTH])

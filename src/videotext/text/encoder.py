@@ -113,7 +113,7 @@ class CachedTextEncoder(nn.Module):
         return self
 
     def forward(self, batch: dict[str, Any]) -> torch.Tensor:
-        if not self.freeze:
+        if not self.freeze or "texts" not in batch:  # no strings to key a cache by (an exported graph's inputs)
             return self.pool(self.token_states(batch), batch["attention_mask"], batch["input_ids"])
         texts = batch["texts"]
         missing = [i for i, t in enumerate(texts) if t not in self._cache]

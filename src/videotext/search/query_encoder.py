@@ -1,0 +1,96 @@
+"""A text encoder as an ONNX graph with its tokenizer, run without torch or transformers.
+
+`index build` writes the run's query side (tokens → the vector the index is searched with:
+`Method.query_vectors(Method.encode_text(...))`) into the index folder as `query_encoder/`:
+`model.onnx`, `tokenizer.json` (the Hugging Face fast tokenizer's own file) and `encoder.json`
+(inputs, token limit, padding, dimension). `videotext search INDEX "text"` then encodes its
+query with onnxruntime and the `tokenizers` library, so a cold command imports neither torch
+nor transformers. The lines of what is said and written are ranked against a query by the
+shipped sentence encoder, exported the same way as `sentence_encoder/`.
+
+This module is the reading side and imports neither; `videotext.search.query_export` writes
+the folders (with torch).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from videotext.errors import DataFormatError
+
+QUERY_FOLDER = "query_encoder"  # the run's query side, in an index folder
+SENTENCE_FOLDER = "sentence_encoder"  # the sentence encoder of the spoken and written lines
+FORMAT = "videotext-text-encoder"
+MODEL_FILE, TOKENIZER_FILE, META_FILE = "model.onnx", "tokenizer.json", "encoder.json"
+
+
+class ExportedTextEncoder:
+    """Texts → vectors [B, D] (float32) through an exported folder (see the module docstring)."""
+
+    def __init__(self, folder: str | os.PathLike, threads: int = 1):
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        self.folder = Path(folder)
+        meta_path = self.folder / META_FILE
+        try:
+            self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DataFormatError(meta_path, None, f"cannot be read ({exc})") from None
+        if self.meta.get("format") != FORMAT:
+            raise DataFormatError(meta_path, "format", f"is not a {FORMAT} description")
+        try:
+            self.tokenizer = Tokenizer.from_file(str(self.folder / TOKENIZER_FILE))
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = max(1, int(threads))  # a query is a few tokens: one thread
+            options.inter_op_num_threads = 1
+            self.session = onnxruntime.InferenceSession(str(self.folder / MODEL_FILE), options,
+                                                        providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime and tokenizers raise their own types for bad files
+            raise DataFormatError(self.folder, None, f"exported text encoder cannot be loaded ({exc})") from None
+        self.tokenizer.enable_truncation(int(self.meta["max_tokens"]))
+        self.tokenizer.enable_padding(pad_id=int(self.meta["pad_id"]), pad_token=str(self.meta["pad_token"]))
+        self.dim = int(self.meta["dim"])
+
+    def tokens(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The graph's inputs for `texts`: input_ids and attention_mask [B, L] (int64)."""
+        encodings = self.tokenizer.encode_batch(list(texts))
+        return {"input_ids": np.asarray([e.ids for e in encodings], np.int64),
+                "attention_mask": np.asarray([e.attention_mask for e in encodings], np.int64)}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors [B, D] of `texts`, as the exported torch encoder gives them."""
+        if not len(texts):
+            return np.zeros((0, self.dim), np.float32)
+        return np.asarray(self.session.run(None, self.tokens(texts))[0], np.float32)
+
+
+def exported_encoder(folder: str | os.PathLike, name: str = QUERY_FOLDER) -> ExportedTextEncoder | None:
+    """The encoder exported into the index folder `folder` as `name`; None when there is none."""
+    path = Path(folder) / name
+    return ExportedTextEncoder(path) if (path / META_FILE).is_file() else None
+
+
+class ExportedQuerySearcher:
+    """Searches an index with queries encoded by its exported query side: what `LoadedModel.search`
+    does for a method that does not re-score, without the model."""
+
+    def __init__(self, encoder: ExportedTextEncoder):
+        self.encoder = encoder
+
+    def search(self, query: str | Sequence[str], index: Any, k: int = 10, where: str | None = None) -> Any:
+        single = isinstance(query, str)
+        texts = [query] if single else list(query)
+        hits = index.search(self.encoder.encode(texts), k, where=where)
+        return hits[0] if single else hits
+
+
+def exported_searcher(folder: str | os.PathLike) -> ExportedQuerySearcher | None:
+    """A searcher through the query side exported into the index folder `folder`; None when the
+    index has none (built before the export, or by a method that searches through torch)."""
+    encoder = exported_encoder(folder, QUERY_FOLDER)
+    return ExportedQuerySearcher(encoder) if encoder is not None else None

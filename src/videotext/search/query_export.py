@@ -1,0 +1,186 @@
+"""Writes a text encoder as an ONNX graph with its tokenizer (`videotext.search.query_encoder`
+reads it): the run's query side into an index folder at build time, and the shipped sentence
+encoder of the spoken and written lines beside them.
+
+A method qualifies when its query side is a Hugging Face text model with a fast tokenizer plus
+layers of its own (dual, mmt's text side, frozen, supportset, conse); a method that re-scores
+candidates with a cross encoder (toco), or tokenizes otherwise (clip4clip's CLIP tokenizer,
+coot's sentence hierarchy), is searched through torch. The graph is checked against the torch
+encoder on sample captions before it is written, and not written when they differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from videotext.search.query_encoder import (FORMAT, META_FILE, MODEL_FILE, QUERY_FOLDER, SENTENCE_FOLDER,
+                                            TOKENIZER_FILE, ExportedTextEncoder)
+
+MIN_COSINE = 0.9999  # the exported graph against torch on CHECK_TEXTS, else it is not written
+CHECK_TEXTS = (
+    "a man rides a bike down a street",
+    "someone is cooking pasta in a small kitchen and talking",
+    "cat",
+    "Two DOGS play with a red ball on the beach at sunset!",
+    "a person explains how to change a tyre, step by step, while cars pass by on the busy road behind",
+)
+OPSET = 17
+
+
+class _TokensToVectors(nn.Module):
+    """input_ids, attention_mask [B, L] → `head(batch)` [B, D] (the traced function)."""
+
+    def __init__(self, owner: nn.Module, head: Callable[[dict[str, Any]], torch.Tensor]):
+        super().__init__()
+        self.owner = owner
+        self.head = head
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.head({"input_ids": input_ids, "attention_mask": attention_mask}).float()
+
+
+def why_not_exportable(method: Any, rescores: bool) -> str | None:
+    """Why `method`'s query side cannot be exported (None when it can); `rescores`: search orders a
+    shortlist by the method's own score (`LoadedModel.rescores`), which needs the model."""
+    if rescores:
+        return "it re-scores a shortlist with its own score"
+    encoder = getattr(method, "text_encoder", None)
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if encoder is None or not hasattr(encoder, "token_states") or not getattr(tokenizer, "is_fast", False):
+        return "its text side is not a Hugging Face text model with a fast tokenizer"
+    batch = method.prepare_text(["a query"])
+    if not set(batch) <= {"input_ids", "attention_mask", "texts"}:
+        return "its text inputs are more than token ids and a mask"
+    return None
+
+
+def _write(folder: Path, module: nn.Module, tokenizer: Any, max_tokens: int, dim: int, source: str) -> Path:
+    """The three files of an exported encoder into `folder` (replaced atomically)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    try:
+        sample = tokenizer(list(CHECK_TEXTS), padding=True, truncation=True, max_length=max_tokens, return_tensors="pt")
+        inputs = (sample["input_ids"], sample["attention_mask"])
+        with torch.inference_mode():
+            reference = module(*inputs).numpy()  # [N, D]
+        axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"},
+                "vectors": {0: "batch"}}
+        with warnings.catch_warnings():  # the tracer's notes on shapes it records as constants
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, inputs, str(tmp / MODEL_FILE), input_names=["input_ids", "attention_mask"],
+                              output_names=["vectors"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        tokenizer.backend_tokenizer.save(str(tmp / TOKENIZER_FILE))
+        (tmp / META_FILE).write_text(json.dumps({
+            "format": FORMAT, "version": 1, "source": source, "dim": int(dim), "max_tokens": int(max_tokens),
+            "pad_id": int(tokenizer.pad_token_id), "pad_token": str(tokenizer.pad_token),
+            "inputs": ["input_ids", "attention_mask"], "output": "vectors",
+        }, indent=1), encoding="utf-8")
+        exported = ExportedTextEncoder(tmp).encode(list(CHECK_TEXTS))
+        cosine = (exported * reference).sum(1) / np.maximum(
+            np.linalg.norm(exported, axis=1) * np.linalg.norm(reference, axis=1), 1e-12)
+        if float(cosine.min()) < MIN_COSINE:
+            raise RuntimeError(f"the exported graph gives cosine {float(cosine.min()):.6f} with torch")
+        tmp.chmod(0o755)  # mkdtemp's folder is private; the index folder's files are not
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores: bool = False,
+                         source: str = "") -> Path | None:
+    """`method`'s query side into `index_folder/query_encoder`; None (and nothing written, an older
+    export removed) when the method does not qualify (`why_not_exportable`)."""
+    folder = Path(index_folder) / QUERY_FOLDER
+    if why_not_exportable(method, rescores) is not None:
+        shutil.rmtree(folder, ignore_errors=True)  # never a stale encoder of another run
+        return None
+    encoder = method.text_encoder
+
+    def make(target: Path) -> Path:
+        was_training = method.training
+        method.eval()  # the graph's inputs carry no strings, so no per-caption cache is read or filled
+        try:
+            def head(batch: dict[str, Any]) -> torch.Tensor:
+                return method.query_vectors(method.encode_text(batch))
+
+            module = _TokensToVectors(method, head)
+            with torch.inference_mode():
+                dim = int(module(*_one(encoder)).shape[-1])
+            return _write(target, module, encoder.tokenizer, encoder.max_tokens, dim, source)
+        finally:
+            method.train(was_training)
+
+    return make(folder)  # per index (a run's weights change as it trains; the folder keeps it across updates)
+
+
+def export_sentence_encoder(index_folder: str | os.PathLike) -> Path:
+    """The shipped sentence encoder of the spoken and written lines (`spoken.sentence_vectors`:
+    mean-pooled, L2-normalised) into `index_folder/sentence_encoder`, unless it is already there."""
+    from videotext.search.spoken import _sentence_encoder
+
+    folder = Path(index_folder) / SENTENCE_FOLDER
+    if (folder / META_FILE).is_file():
+        return folder
+    encoder = _sentence_encoder()
+
+    def make(target: Path) -> Path:
+        def head(batch: dict[str, Any]) -> torch.Tensor:
+            pooled = encoder.pool(encoder.token_states(batch), batch["attention_mask"])
+            return nn.functional.normalize(pooled.float(), dim=-1)
+
+        return _write(target, _TokensToVectors(encoder, head), encoder.tokenizer, encoder.max_tokens,
+                      encoder.hidden_size, encoder.path)
+
+    files = sorted(Path(encoder.path).glob("*")) if Path(encoder.path).is_dir() else []
+    stamp = json.dumps([encoder.path, encoder.max_tokens, [(f.name, f.stat().st_size) for f in files if f.is_file()]])
+    return _link_tree(_cached("sentence", stamp, make), folder)
+
+
+def _cached(kind: str, stamp: str, make: Callable[[Path], Path]) -> Path:
+    """The export identified by `stamp` in the videotext cache (`exported/KIND-HASH`), made by
+    `make(folder)` the first time: an index built again from the same weights reuses it."""
+    from videotext.download import cache_root
+
+    folder = cache_root() / "exported" / f"{kind}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+    meta = folder / META_FILE
+    if not (meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("source") == stamp):
+        make(folder)
+        written = json.loads(meta.read_text(encoding="utf-8"))
+        written["source"] = stamp
+        meta.write_text(json.dumps(written, indent=1), encoding="utf-8")
+    return folder
+
+
+def _link_tree(source: Path, target: Path) -> Path:
+    """`source`'s files at `target` (hard links; copies across file systems), replacing it atomically."""
+    from videotext.search.index import _link_or_copy
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        shutil.copytree(source, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)
+        tmp.chmod(0o755)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _one(encoder: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    tokens = encoder.tokenizer(["a query"], return_tensors="pt")
+    return tokens["input_ids"], tokens["attention_mask"]
