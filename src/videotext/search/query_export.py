@@ -10,6 +10,7 @@ encoder on sample captions before it is written, and not written when they diffe
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -64,11 +65,24 @@ def why_not_exportable(method: Any, rescores: bool) -> str | None:
     return None
 
 
-def _write(folder: Path, module: nn.Module, tokenizer: Any, max_tokens: int, dim: int, source: str) -> Path:
-    """The three files of an exported encoder into `folder` (replaced atomically)."""
+@contextlib.contextmanager
+def _replacing(folder: Path) -> Iterator[Path]:
+    """A new folder to fill, put in place of `folder` (atomically) when the block ends without error."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
     try:
+        yield tmp
+        tmp.chmod(0o755)  # mkdtemp's folder is private; the index folder's files are not
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write(folder: Path, module: nn.Module, tokenizer: Any, max_tokens: int, dim: int, source: str) -> Path:
+    """The three files of an exported encoder into `folder` (replaced atomically)."""
+    with _replacing(folder) as tmp:
         sample = tokenizer(list(CHECK_TEXTS), padding=True, truncation=True, max_length=max_tokens, return_tensors="pt")
         inputs = (sample["input_ids"], sample["attention_mask"])
         with torch.inference_mode():
@@ -90,12 +104,6 @@ def _write(folder: Path, module: nn.Module, tokenizer: Any, max_tokens: int, dim
             np.linalg.norm(exported, axis=1) * np.linalg.norm(reference, axis=1), 1e-12)
         if float(cosine.min()) < MIN_COSINE:
             raise RuntimeError(f"the exported graph gives cosine {float(cosine.min()):.6f} with torch")
-        tmp.chmod(0o755)  # mkdtemp's folder is private; the index folder's files are not
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 
@@ -168,16 +176,8 @@ def _link_tree(source: Path, target: Path) -> Path:
     """`source`'s files at `target` (hard links; copies across file systems), replacing it atomically."""
     from videotext.search.index import _link_or_copy
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
+    with _replacing(target) as tmp:
         shutil.copytree(source, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)
-        tmp.chmod(0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
