@@ -396,10 +396,11 @@ def test_saved_run_loads_with_equal_embeddings(build, name, tmp_path):
 
 # --- 6. the query side exported for search without torch -----------------------------------
 
-# Methods whose query side is exported into an index (`videotext.search.query_export`); the rest
-# search through torch: a shortlist re-scored by the method's own score (mmt, toco), or a text side
-# that is not one Hugging Face model with a fast tokenizer (coot's sentence hierarchy, CLIP's tokenizer).
-EXPORTED = {"dual", "frozen", "supportset", "conse"}
+# Methods whose query side is exported into an index (`videotext.search.query_export`; mmt's with
+# the mixture weights its shortlist is re-scored with); the rest search through torch: a shortlist
+# re-scored by a cross encoder (toco), or a text side that is not one Hugging Face model with a fast
+# tokenizer (coot's sentence hierarchy, CLIP's tokenizer).
+EXPORTED = {"dual", "frozen", "supportset", "conse", "mmt"}
 EXPORT_CAPTIONS = 1000
 
 
@@ -433,3 +434,20 @@ def test_exported_query_side_equals_torch(build, name, tmp_path):
     cosine = torch.nn.functional.cosine_similarity(exported, reference, dim=1)
     assert float(cosine.min()) >= 0.9999, float(cosine.min())
     torch.testing.assert_close(exported, reference, atol=1e-5, rtol=0)
+    # searching through the export returns what `LoadedModel.search` returns, re-scored or not
+    from videotext.search.query_encoder import ExportedQuerySearcher
+
+    encoded = case.encoded
+    video = encoded.video
+    if isinstance(video, dict) and "available" in video:  # a video without its first expert: eq. 6 renormalises
+        video = {**video, "available": video["available"].clone()}
+        video["available"][0, 0] = False
+    index = build_index(model, video, encoded.video_ids)
+    texts = [r.text for r in encoded.refs]
+    k = min(SHORTLIST, len(encoded.video_ids))
+    through_torch = model.search(texts, index, k=k, shortlist=len(encoded.video_ids))
+    through_export = ExportedQuerySearcher(ExportedTextEncoder(folder)).search(texts, index, k=k,
+                                                                               shortlist=len(encoded.video_ids))
+    assert [[h.id for h in hits] for hits in through_export] == [[h.id for h in hits] for hits in through_torch]
+    assert [h.score for hits in through_export for h in hits] == pytest.approx(
+        [h.score for hits in through_torch for h in hits], abs=1e-5)

@@ -125,6 +125,9 @@ class MMT(Method):
     Config = MMTConfig
     video_inputs = "features"
     report_section = "experts"  # each expert's contribution: videotext.eval.mmt_report
+    # An exported query side (videotext.search.query_export) gives the mixture weights w_c too: a
+    # shortlist's dot products divided by Σ_m w_cm a_vm are eq. 6 (`mixture_scores`), no torch needed.
+    exported_rescore = "mixture"
 
     def __init__(self, config: MMTConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)

@@ -13,6 +13,7 @@ the folders (with torch).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -62,11 +63,17 @@ class ExportedTextEncoder:
         return {"input_ids": np.asarray([e.ids for e in encodings], np.int64),
                 "attention_mask": np.asarray([e.attention_mask for e in encodings], np.int64)}
 
+    def outputs(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Every output of the graph for `texts` by name: `vectors` [B, D], and the mixture
+        `weights` [B, M] of a query side that re-scores (`rescore` in encoder.json)."""
+        names = [o.name for o in self.session.get_outputs()]
+        return {name: np.asarray(value, np.float32) for name, value in zip(names, self.session.run(None, self.tokens(texts)))}
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors [B, D] of `texts`, as the exported torch encoder gives them."""
         if not len(texts):
             return np.zeros((0, self.dim), np.float32)
-        return np.asarray(self.session.run(None, self.tokens(texts))[0], np.float32)
+        return self.outputs(texts)["vectors"]
 
 
 def exported_encoder(folder: str | os.PathLike, name: str = QUERY_FOLDER) -> ExportedTextEncoder | None:
@@ -75,18 +82,50 @@ def exported_encoder(folder: str | os.PathLike, name: str = QUERY_FOLDER) -> Exp
     return ExportedTextEncoder(path) if (path / META_FILE).is_file() else None
 
 
+def mixture_scores(query: np.ndarray, weights: np.ndarray, experts: np.ndarray, available: np.ndarray) -> np.ndarray:
+    """MMT's eq. 6 for one query against stored candidates [C]: Σ_m w_cm a_vm ⟨φ_cm, ψ_vm⟩ / Σ_m w_cm a_vm.
+
+    query [M·D]: concat_m w_cm φ_cm (the exported `vectors`); weights [M]: its mixture weights;
+    experts [C, M, D] and available [C, M] (0/1): the candidates' stored parts. The numpy form of
+    `videotext.models.mmt.mixture_similarity`: a candidate with no expert the query weighs scores 0."""
+    available = available.astype(np.float32)
+    numerator = (experts * available[..., None]).reshape(len(experts), -1) @ query.astype(np.float32)  # [C]
+    denominator = available @ weights.astype(np.float32)  # [C]
+    return numerator / np.where(denominator == 0, np.float32(1e-5), denominator)
+
+
 class ExportedQuerySearcher:
     """Searches an index with queries encoded by its exported query side: what `LoadedModel.search`
-    does for a method that does not re-score, without the model."""
+    does, without the model. A query side exported with `rescore: mixture` (MMT) orders a
+    shortlist of the index by `mixture_scores`, as `LoadedModel.search` orders it by the method's
+    similarity."""
 
     def __init__(self, encoder: ExportedTextEncoder):
         self.encoder = encoder
+        self.rescore = encoder.meta.get("rescore")
 
-    def search(self, query: str | Sequence[str], index: Any, k: int = 10, where: str | None = None) -> Any:
+    def search(self, query: str | Sequence[str], index: Any, k: int = 10, where: str | None = None,
+               shortlist: int | None = None) -> Any:
         single = isinstance(query, str)
         texts = [query] if single else list(query)
-        hits = index.search(self.encoder.encode(texts), k, where=where)
-        return hits[0] if single else hits
+        outputs = self.encoder.outputs(texts)
+        if self.rescore != "mixture" or not index.part_names:
+            hits = index.search(outputs["vectors"], k, where=where)
+            return hits[0] if single else hits
+        width = max(k, shortlist if shortlist is not None else max(10 * k, 100))  # as LoadedModel.search
+        results = []
+        shortlists = index.search(outputs["vectors"], width, where=where)
+        for vector, weights, candidates in zip(outputs["vectors"], outputs["weights"], shortlists):
+            if not candidates:
+                results.append([])
+                continue
+            parts = index.parts_for([h.id for h in candidates])
+            scores = mixture_scores(vector, weights, parts["experts"], parts["available"])
+            order = sorted(range(len(candidates)), key=lambda j: -scores[j])[:k]
+            results.append([dataclasses.replace(candidates[j], score=float(scores[j]), rank=rank,
+                                                meta={**candidates[j].meta, "index_score": candidates[j].score})
+                            for rank, j in enumerate(order, 1)])
+        return results[0] if single else results
 
 
 def exported_searcher(folder: str | os.PathLike) -> ExportedQuerySearcher | None:

@@ -3,9 +3,10 @@ reads it): the run's query side into an index folder at build time, and the ship
 encoder of the spoken and written lines beside them.
 
 A method qualifies when its query side is a Hugging Face text model with a fast tokenizer plus
-layers of its own (dual, mmt's text side, frozen, supportset, conse); a method that re-scores
-candidates with a cross encoder (toco), or tokenizes otherwise (clip4clip's CLIP tokenizer,
-coot's sentence hierarchy), is searched through torch. The graph is checked against the torch
+layers of its own (dual, frozen, supportset, conse, and mmt's text side, whose graph also gives
+the mixture weights its shortlist is re-scored with: `exported_rescore = "mixture"`); a method
+that re-scores candidates with a cross encoder (toco), or tokenizes otherwise (clip4clip's CLIP
+tokenizer, coot's sentence hierarchy), is searched through torch. The graph is checked against the torch
 encoder on sample captions before it is written, and not written when they differ.
 """
 from __future__ import annotations
@@ -39,21 +40,23 @@ OPSET = 17
 
 
 class _TokensToVectors(nn.Module):
-    """input_ids, attention_mask [B, L] → `head(batch)` [B, D] (the traced function)."""
+    """input_ids, attention_mask [B, L] → `head(batch)`: vectors [B, D], or (vectors, mixture
+    weights [B, M]) for a query side that re-scores (the traced function)."""
 
-    def __init__(self, owner: nn.Module, head: Callable[[dict[str, Any]], torch.Tensor]):
+    def __init__(self, owner: nn.Module, head: Callable[[dict[str, Any]], Any]):
         super().__init__()
         self.owner = owner
         self.head = head
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.head({"input_ids": input_ids, "attention_mask": attention_mask}).float()
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+        out = self.head({"input_ids": input_ids, "attention_mask": attention_mask})
+        return tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
 
 
 def why_not_exportable(method: Any, rescores: bool) -> str | None:
     """Why `method`'s query side cannot be exported (None when it can); `rescores`: search orders a
     shortlist by the method's own score (`LoadedModel.rescores`), which needs the model."""
-    if rescores:
+    if rescores and getattr(method, "exported_rescore", None) != "mixture":
         return "it re-scores a shortlist with its own score"
     encoder = getattr(method, "text_encoder", None)
     tokenizer = getattr(encoder, "tokenizer", None)
@@ -80,30 +83,35 @@ def _replacing(folder: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write(folder: Path, module: nn.Module, tokenizer: Any, max_tokens: int, dim: int, source: str) -> Path:
+def _write(folder: Path, module: nn.Module, tokenizer: Any, max_tokens: int, dim: int, source: str,
+           rescore: str | None = None) -> Path:
     """The three files of an exported encoder into `folder` (replaced atomically)."""
+    outputs = ["vectors", "weights"] if rescore else ["vectors"]
     with _replacing(folder) as tmp:
         sample = tokenizer(list(CHECK_TEXTS), padding=True, truncation=True, max_length=max_tokens, return_tensors="pt")
         inputs = (sample["input_ids"], sample["attention_mask"])
         with torch.inference_mode():
-            reference = module(*inputs).numpy()  # [N, D]
+            reference = module(*inputs)
+        reference = [r.numpy() for r in (reference if isinstance(reference, tuple) else (reference,))]  # [N, ·] each
         axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"},
-                "vectors": {0: "batch"}}
+                **{name: {0: "batch"} for name in outputs}}
         with warnings.catch_warnings():  # the tracer's notes on shapes it records as constants
             warnings.simplefilter("ignore")
             torch.onnx.export(module, inputs, str(tmp / MODEL_FILE), input_names=["input_ids", "attention_mask"],
-                              output_names=["vectors"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+                              output_names=outputs, dynamic_axes=axes, opset_version=OPSET, dynamo=False)
         tokenizer.backend_tokenizer.save(str(tmp / TOKENIZER_FILE))
         (tmp / META_FILE).write_text(json.dumps({
             "format": FORMAT, "version": 1, "source": source, "dim": int(dim), "max_tokens": int(max_tokens),
             "pad_id": int(tokenizer.pad_token_id), "pad_token": str(tokenizer.pad_token),
-            "inputs": ["input_ids", "attention_mask"], "output": "vectors",
+            "inputs": ["input_ids", "attention_mask"], "outputs": outputs, **({"rescore": rescore} if rescore else {}),
         }, indent=1), encoding="utf-8")
-        exported = ExportedTextEncoder(tmp).encode(list(CHECK_TEXTS))
-        cosine = (exported * reference).sum(1) / np.maximum(
-            np.linalg.norm(exported, axis=1) * np.linalg.norm(reference, axis=1), 1e-12)
-        if float(cosine.min()) < MIN_COSINE:
-            raise RuntimeError(f"the exported graph gives cosine {float(cosine.min()):.6f} with torch")
+        exported = ExportedTextEncoder(tmp).outputs(list(CHECK_TEXTS))
+        for name, expected in zip(outputs, reference):
+            got = exported[name]
+            cosine = (got * expected).sum(1) / np.maximum(np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1),
+                                                        1e-12)
+            if float(cosine.min()) < MIN_COSINE:
+                raise RuntimeError(f"the exported graph's {name} give cosine {float(cosine.min()):.6f} with torch")
     return folder
 
 
@@ -121,13 +129,17 @@ def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores:
         was_training = method.training
         method.eval()  # the graph's inputs carry no strings, so no per-caption cache is read or filled
         try:
-            def head(batch: dict[str, Any]) -> torch.Tensor:
-                return method.query_vectors(method.encode_text(batch))
+            rescore = "mixture" if rescores else None  # `why_not_exportable`: the only re-scoring exported
+
+            def head(batch: dict[str, Any]) -> Any:
+                text = method.encode_text(batch)
+                return (method.query_vectors(text), text["weights"]) if rescore else method.query_vectors(text)
 
             module = _TokensToVectors(method, head)
             with torch.inference_mode():
-                dim = int(module(*_one(encoder)).shape[-1])
-            return _write(target, module, encoder.tokenizer, encoder.max_tokens, dim, source)
+                probe = module(*_one(encoder))
+            dim = int((probe[0] if rescore else probe).shape[-1])
+            return _write(target, module, encoder.tokenizer, encoder.max_tokens, dim, source, rescore)
         finally:
             method.train(was_training)
 
