@@ -540,6 +540,8 @@ def index_build(
         return
     what = "clips" if window else "videos"
     typer.echo(f"indexed {len(index)} {what} → {out}")
+    if model.query_export_note:
+        typer.echo(f"query encoder: {model.query_export_note}")
     if speech:
         from videotext.search.spoken_build import build_spoken_index
 

@@ -134,6 +134,7 @@ class LoadedModel:
         self.dtype = network_precision(config.method, self.precision, device)
         self.expert_dims: dict[str, int] = {}  # feature width per expert, from the checkpoint
         self.checkpoint: Path | None = None  # the checkpoint folder the weights came from
+        self.query_export_note = ""  # what the last `export_query_encoder` did, for `index build` to print
 
     def autocast(self):
         """The run's inference precision (`--precision`) as a context: bf16 autocast or nothing."""
@@ -358,10 +359,18 @@ class LoadedModel:
         from videotext.search.query_encoder import META_FILE, QUERY_FOLDER
         from videotext.search.query_export import export_query_encoder
 
+        from videotext.search.query_export import why_not_exportable
+
         if self.method is None:
+            return None
+        why = why_not_exportable(self.method, self.rescores)
+        if why is not None:
+            shutil.rmtree(Path(index_folder) / QUERY_FOLDER, ignore_errors=True)  # never another run's
+            self.query_export_note = f"not exported ({self.method_name}: {why}); a search loads the model"
             return None
         stamp = self.weights_stamp()
         meta = Path(index_folder) / QUERY_FOLDER / META_FILE
+        self.query_export_note = f"exported to {meta.parent} (a text search needs neither torch nor transformers)"
         if meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("source") == stamp:
             return meta.parent
         method = self.method
@@ -372,6 +381,7 @@ class LoadedModel:
             return export_query_encoder(method, index_folder, rescores=self.rescores, source=stamp)
         except (RuntimeError, OSError, ValueError, ImportError) as exc:  # the index works without it
             shutil.rmtree(meta.parent, ignore_errors=True)
+            self.query_export_note = f"not exported ({exc}); a search loads the model"
             log.warning("query encoder not exported (%s): searches of %s load the model", exc, index_folder)
             return None
 

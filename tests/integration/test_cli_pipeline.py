@@ -93,8 +93,9 @@ def test_a_query_through_the_exported_encoder_loads_neither_torch_nor_transforme
     import sys
 
     index_dir = tmp_path / "idx"
-    assert invoke("index", "build", trained_run, tiny_synth / "manifest.json", "-o", index_dir,
-                  "--features", tiny_synth / "features").exit_code == 0
+    result = invoke("index", "build", trained_run, tiny_synth / "manifest.json", "-o", index_dir,
+                    "--features", tiny_synth / "features")
+    assert result.exit_code == 0 and "query encoder: exported to" in result.output, result.output
     assert (index_dir / "query_encoder" / "model.onnx").is_file()
     query = "a red circle moves left"
 

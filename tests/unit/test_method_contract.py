@@ -424,8 +424,10 @@ def test_exported_query_side_equals_torch(build, name, tmp_path):
     cached = set(getattr(getattr(case.method, "text_encoder", None), "_cache", {}))
     folder = export_query_encoder(case.method, tmp_path, rescores=model.rescores)
     assert (folder is not None) == (name in EXPORTED), name
-    if folder is None:
+    if folder is None:  # nothing written, and `index build` says why
         assert not (tmp_path / "query_encoder").exists()
+        assert model.export_query_encoder(tmp_path) is None
+        assert model.query_export_note.startswith(f"not exported ({name}: "), model.query_export_note
         return
     assert set(case.method.text_encoder._cache) == cached  # the export left the per-caption cache as it was
     captions = export_captions(case)
