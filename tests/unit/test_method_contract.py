@@ -397,10 +397,9 @@ def test_saved_run_loads_with_equal_embeddings(build, name, tmp_path):
 # --- 6. the query side exported for search without torch -----------------------------------
 
 # Methods whose query side is exported into an index (`videotext.search.query_export`; mmt's with
-# the mixture weights its shortlist is re-scored with); the rest search through torch: a shortlist
-# re-scored by a cross encoder (toco), or a text side that is not one Hugging Face model with a fast
-# tokenizer (coot's sentence hierarchy, CLIP's tokenizer).
-EXPORTED = {"dual", "frozen", "supportset", "conse", "mmt"}
+# the mixture weights its shortlist is re-scored with, clip4clip's with CLIP's BPE rebuilt); the rest
+# search through torch: a shortlist re-scored by a cross encoder (toco), a sentence hierarchy (coot).
+EXPORTED = {"dual", "frozen", "supportset", "conse", "mmt", "clip4clip"}
 EXPORT_CAPTIONS = 1000
 
 

@@ -29,6 +29,23 @@ FORMAT = "videotext-text-encoder"
 MODEL_FILE, TOKENIZER_FILE, META_FILE = "model.onnx", "tokenizer.json", "encoder.json"
 
 
+def clip_clean(text: str) -> str:
+    """open_clip's `lower` cleaning (ftfy, HTML entities undone twice, whitespace collapsed, lower
+    case), what its CLIP BPE tokenizer does before splitting words (`openclip.fast_bpe_tokenizer`)."""
+    import html
+
+    try:
+        import ftfy
+
+        text = ftfy.fix_text(text)
+    except ImportError:  # open_clip requires ftfy; without it only mojibake would differ
+        pass
+    return " ".join(html.unescape(html.unescape(text)).strip().split()).lower()
+
+
+CLEANERS = {"clip": clip_clean}  # encoder.json's `clean`: applied to each text before tokenizing
+
+
 class ExportedTextEncoder:
     """Texts → vectors [B, D] (float32) through an exported folder (see the module docstring)."""
 
@@ -54,19 +71,26 @@ class ExportedTextEncoder:
         except Exception as exc:  # onnxruntime and tokenizers raise their own types for bad files
             raise DataFormatError(self.folder, None, f"exported text encoder cannot be loaded ({exc})") from None
         self.tokenizer.enable_truncation(int(self.meta["max_tokens"]))
-        self.tokenizer.enable_padding(pad_id=int(self.meta["pad_id"]), pad_token=str(self.meta["pad_token"]))
+        self.tokenizer.enable_padding(pad_id=int(self.meta["pad_id"]), pad_token=str(self.meta["pad_token"]),
+                                      length=self.meta.get("length"))  # a graph of fixed length: padded to it
         self.dim = int(self.meta["dim"])
+        self.clean = CLEANERS[self.meta["clean"]] if self.meta.get("clean") else None
+        self.inputs = {i.name for i in self.session.get_inputs()}  # a graph may not read the mask (CLIP's causal tower)
 
     def tokens(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """The graph's inputs for `texts`: input_ids and attention_mask [B, L] (int64)."""
-        encodings = self.tokenizer.encode_batch(list(texts))
-        return {"input_ids": np.asarray([e.ids for e in encodings], np.int64),
-                "attention_mask": np.asarray([e.attention_mask for e in encodings], np.int64)}
+        """The graph's inputs for `texts`: input_ids and attention_mask [B, L] (int64), those it reads."""
+        encodings = self.tokenizer.encode_batch([self.clean(t) for t in texts] if self.clean else list(texts))
+        tokens = {"input_ids": np.asarray([e.ids for e in encodings], np.int64),
+                  "attention_mask": np.asarray([e.attention_mask for e in encodings], np.int64)}
+        return {name: value for name, value in tokens.items() if name in self.inputs}
 
     def outputs(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """Every output of the graph for `texts` by name: `vectors` [B, D], and the mixture
         `weights` [B, M] of a query side that re-scores (`rescore` in encoder.json)."""
         names = [o.name for o in self.session.get_outputs()]
+        if self.meta.get("batch") == 1 and len(texts) > 1:  # a graph traced for one text at a time
+            runs = [self.outputs([text]) for text in texts]
+            return {name: np.concatenate([run[name] for run in runs]) for name in names}
         return {name: np.asarray(value, np.float32) for name, value in zip(names, self.session.run(None, self.tokens(texts)))}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

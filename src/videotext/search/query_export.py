@@ -2,11 +2,12 @@
 reads it): the run's query side into an index folder at build time, and the shipped sentence
 encoder of the spoken and written lines beside them.
 
-A method qualifies when its query side is a Hugging Face text model with a fast tokenizer plus
-layers of its own (dual, frozen, supportset, conse, and mmt's text side, whose graph also gives
-the mixture weights its shortlist is re-scored with: `exported_rescore = "mixture"`); a method
-that re-scores candidates with a cross encoder (toco), or tokenizes otherwise (clip4clip's CLIP
-tokenizer, coot's sentence hierarchy), is searched through torch. The graph is checked against the torch
+A method qualifies when its query side is one text model whose tokenizer the `tokenizers`
+library reproduces (a Hugging Face fast tokenizer, or open_clip's CLIP BPE) plus layers of its
+own: dual, frozen, supportset, conse, clip4clip, and mmt's text side, whose graph also gives the
+mixture weights its shortlist is re-scored with (`exported_rescore = "mixture"`). A method that
+re-scores candidates with a cross encoder (toco) or reads a sentence hierarchy (coot) is searched
+through torch. The graph is checked against the torch
 encoder on sample captions before it is written, and not written when they differ.
 """
 from __future__ import annotations
@@ -59,9 +60,8 @@ def why_not_exportable(method: Any, rescores: bool) -> str | None:
     if rescores and getattr(method, "exported_rescore", None) != "mixture":
         return "it re-scores a shortlist with its own score"
     encoder = getattr(method, "text_encoder", None)
-    tokenizer = getattr(encoder, "tokenizer", None)
-    if encoder is None or not hasattr(encoder, "token_states") or not getattr(tokenizer, "is_fast", False):
-        return "its text side is not a Hugging Face text model with a fast tokenizer"
+    if encoder is None or not hasattr(encoder, "token_states") or fast_tokenizer(encoder) is None:
+        return "its text side is not one text model whose tokenizer the tokenizers library reproduces"
     batch = method.prepare_text(["a query"])
     if not set(batch) <= {"input_ids", "attention_mask", "texts"}:
         return "its text inputs are more than token ids and a mask"
@@ -83,27 +83,51 @@ def _replacing(folder: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write(folder: Path, module: nn.Module, tokenizer: Any, max_tokens: int, dim: int, source: str,
-           rescore: str | None = None) -> Path:
-    """The three files of an exported encoder into `folder` (replaced atomically)."""
+def fast_tokenizer(encoder: Any) -> tuple[Any, int, str, str] | None:
+    """(a `tokenizers.Tokenizer`, pad id, pad token, `clean`) giving the ids `encoder.tokenize` gives:
+    a Hugging Face fast tokenizer's own backend, or open_clip's CLIP BPE rebuilt
+    (`openclip.fast_bpe_tokenizer`, with open_clip's text cleaning); None for any other."""
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if getattr(tokenizer, "is_fast", False):
+        return tokenizer.backend_tokenizer, int(tokenizer.pad_token_id), str(tokenizer.pad_token), ""
+    if getattr(encoder, "hf", True):  # not open_clip's own text transformer
+        return None
+    from videotext.openclip import fast_bpe_tokenizer
+
+    backend = fast_bpe_tokenizer(tokenizer)
+    return (backend, 0, backend.id_to_token(0), "clip") if backend is not None else None  # open_clip pads with 0
+
+
+def _write(folder: Path, module: nn.Module, encoder: Any, dim: int, source: str, rescore: str | None = None) -> Path:
+    """The three files of an exported encoder into `folder` (replaced atomically); the graph is run
+    on `encoder.tokenize`'s inputs for the reference it is checked against."""
     outputs = ["vectors", "weights"] if rescore else ["vectors"]
+    backend, pad_id, pad_token, clean = fast_tokenizer(encoder)
     with _replacing(folder) as tmp:
-        sample = tokenizer(list(CHECK_TEXTS), padding=True, truncation=True, max_length=max_tokens, return_tensors="pt")
-        inputs = (sample["input_ids"], sample["attention_mask"])
+        # open_clip's attention traces its batch size and length as constants: one text a run, padded to
+        # max_tokens (with the causal mask and pooling at the end token, padding changes no state it reads)
+        one_by_one = clean == "clip"
+        sample = encoder.tokenize(list(CHECK_TEXTS))
         with torch.inference_mode():
-            reference = module(*inputs)
+            reference = module(sample["input_ids"], sample["attention_mask"])
         reference = [r.numpy() for r in (reference if isinstance(reference, tuple) else (reference,))]  # [N, ·] each
+        if one_by_one:
+            one = encoder.tokenize(list(CHECK_TEXTS[-1:]))
+            sample = {key: nn.functional.pad(one[key], (0, encoder.max_tokens - one[key].shape[1]))
+                      for key in ("input_ids", "attention_mask")}
+        inputs = (sample["input_ids"], sample["attention_mask"])
         axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"},
                 **{name: {0: "batch"} for name in outputs}}
         with warnings.catch_warnings():  # the tracer's notes on shapes it records as constants
             warnings.simplefilter("ignore")
             torch.onnx.export(module, inputs, str(tmp / MODEL_FILE), input_names=["input_ids", "attention_mask"],
                               output_names=outputs, dynamic_axes=axes, opset_version=OPSET, dynamo=False)
-        tokenizer.backend_tokenizer.save(str(tmp / TOKENIZER_FILE))
+        backend.save(str(tmp / TOKENIZER_FILE))
         (tmp / META_FILE).write_text(json.dumps({
-            "format": FORMAT, "version": 1, "source": source, "dim": int(dim), "max_tokens": int(max_tokens),
-            "pad_id": int(tokenizer.pad_token_id), "pad_token": str(tokenizer.pad_token),
-            "inputs": ["input_ids", "attention_mask"], "outputs": outputs, **({"rescore": rescore} if rescore else {}),
+            "format": FORMAT, "version": 1, "source": source, "dim": int(dim), "max_tokens": int(encoder.max_tokens),
+            "pad_id": pad_id, "pad_token": pad_token, "inputs": ["input_ids", "attention_mask"], "outputs": outputs,
+            **({"clean": clean} if clean else {}), **({"rescore": rescore} if rescore else {}),
+            **({"batch": 1, "length": int(encoder.max_tokens)} if one_by_one else {}),
         }, indent=1), encoding="utf-8")
         exported = ExportedTextEncoder(tmp).outputs(list(CHECK_TEXTS))
         for name, expected in zip(outputs, reference):
@@ -128,6 +152,7 @@ def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores:
     def make(target: Path) -> Path:
         was_training = method.training
         method.eval()  # the graph's inputs carry no strings, so no per-caption cache is read or filled
+        encoder.packed_inference = False  # open_clip's tower through its modules: oneDNN's packed weights do not trace
         try:
             rescore = "mixture" if rescores else None  # `why_not_exportable`: the only re-scoring exported
 
@@ -139,9 +164,10 @@ def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores:
             with torch.inference_mode():
                 probe = module(*_one(encoder))
             dim = int((probe[0] if rescore else probe).shape[-1])
-            return _write(target, module, encoder.tokenizer, encoder.max_tokens, dim, source, rescore)
+            return _write(target, module, encoder, dim, source, rescore)
         finally:
             method.train(was_training)
+            vars(encoder).pop("packed_inference", None)
 
     return make(folder)  # per index (a run's weights change as it trains; the folder keeps it across updates)
 
@@ -161,8 +187,7 @@ def export_sentence_encoder(index_folder: str | os.PathLike) -> Path:
             pooled = encoder.pool(encoder.token_states(batch), batch["attention_mask"])
             return nn.functional.normalize(pooled.float(), dim=-1)
 
-        return _write(target, _TokensToVectors(encoder, head), encoder.tokenizer, encoder.max_tokens,
-                      encoder.hidden_size, encoder.path)
+        return _write(target, _TokensToVectors(encoder, head), encoder, encoder.hidden_size, encoder.path)
 
     files = sorted(Path(encoder.path).glob("*")) if Path(encoder.path).is_dir() else []
     stamp = json.dumps([encoder.path, encoder.max_tokens, [(f.name, f.stat().st_size) for f in files if f.is_file()]])
@@ -194,5 +219,5 @@ def _link_tree(source: Path, target: Path) -> Path:
 
 
 def _one(encoder: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    tokens = encoder.tokenizer(["a query"], return_tensors="pt")
+    tokens = encoder.tokenize(["a query"])
     return tokens["input_ids"], tokens["attention_mask"]
