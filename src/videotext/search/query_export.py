@@ -172,15 +172,12 @@ def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores:
     return make(folder)  # per index (a run's weights change as it trains; the folder keeps it across updates)
 
 
-def export_sentence_encoder(index_folder: str | os.PathLike) -> Path:
-    """The shipped sentence encoder of the spoken and written lines (`spoken.sentence_vectors`:
-    mean-pooled, L2-normalised) into `index_folder/sentence_encoder`, unless it is already there."""
-    from videotext.search.spoken import _sentence_encoder
-
+def export_sentence_encoder(index_folder: str | os.PathLike, encoder: Any) -> Path:
+    """`encoder`, the sentence encoder of the spoken and written lines (`spoken.sentence_vectors`:
+    mean-pooled, L2-normalised), into `index_folder/sentence_encoder`, unless it is already there."""
     folder = Path(index_folder) / SENTENCE_FOLDER
     if (folder / META_FILE).is_file():
         return folder
-    encoder = _sentence_encoder()
 
     def make(target: Path) -> Path:
         def head(batch: dict[str, Any]) -> torch.Tensor:

@@ -168,7 +168,7 @@ class SpokenIndex:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         from videotext.search.query_export import export_sentence_encoder
 
-        export_sentence_encoder(folder)  # queries against these lines then need no torch
+        export_sentence_encoder(folder, _sentence_encoder())  # queries against these lines then need no torch
         return path
 
     @classmethod

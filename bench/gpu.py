@@ -1,0 +1,184 @@
+"""Benchmark: the GPU path in one prepared script (about 6 minutes on one H100).
+
+    python bench/gpu.py --json bench/results/gpu.json              # on a GPU machine
+    python bench/gpu.py --device cpu --videos 24 --steps 2 --batch-size 8 --methods dual  # a check of the script
+
+Everything through the project's own code, on one set made here (`videotext synth`, 6 s videos):
+1. extraction: `extract_features` of every expert the packaged synthetic configs read (appearance,
+   motion, audio, words, and CLIP ViT-B-32 with seeded random weights) on the device: videos/s and
+   frames/s (the decoded frames the experts read);
+2. training: for each method, its packaged `<method>/synthetic` config on that set, the
+   trainer's own step (`Trainer._forward_backward` + `_optimizer_step`: forward, backward,
+   optimiser) timed over `--steps` steps after 3 warm-up steps, at fp32 (`train.amp=off`) and
+   under bf16 autocast (`train.amp=bf16`; attention through `scaled_dot_product_attention`, which
+   picks the fused kernels on a GPU): steps/s and the ratio;
+3. `index build` of the set with a dual run on the device: videos/s from the feature store, and
+   with extraction;
+4. query latency of `model.search` (p50 / p95 over `--queries` captions, one at a time).
+Figures are printed and written to `--json`; CUDA timings synchronise before each clock read.
+The official Frozen code's steps/s on the same GPU needs its repository on the machine, which a
+lent GPU machine cannot download: it is not part of this script.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+METHODS = ("dual", "mmt", "frozen", "coot", "supportset", "toco", "clip4clip")
+EXPERTS = ("appearance", "motion", "audio", "words", "clip")  # every expert a packaged synthetic config reads
+# the demo's settings for these 128-px videos (videotext.demo): the network at their own size, flow at 64 px
+DEMO_OPTIONS = {"appearance": {"input_size": 128}, "motion": {"flow_size": 64, "frames_per_step": 3}}
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def make_set(work: Path, videos: int, device: torch.device, workers: int) -> dict[str, Any]:
+    """The synthetic set and its features; extraction timed."""
+    from videotext.data.experts import extract_features
+    from videotext.data.synthetic import synthesize
+
+    synthesize(work, num_videos=videos, seed=0, progress=False, workers=workers)
+    started = time.perf_counter()
+    summary = extract_features(work / "manifest.json", list(EXPERTS), work / "features", rate=1.0, progress=False,
+                               device=str(device), workers=workers, batch_size=256, options=DEMO_OPTIONS)
+    sync(device)
+    seconds = time.perf_counter() - started
+    frames = videos * 6 * 8  # 6 s at 8 fps: every frame is decoded (motion reads them all)
+    return {"videos": videos, "seconds": seconds, "videos_per_s": videos / seconds, "frames_per_s": frames / seconds,
+            "failed": summary.get("failed", 0)}
+
+
+def train_steps(method: str, work: Path, device: torch.device, amp: str, steps: int,
+                batch_size: int | None = None, save_to: Path | None = None) -> dict[str, Any]:
+    """Steps/s of one method's trainer step at `amp` (off | bf16)."""
+    from videotext.config import load_config
+    from videotext.train.trainer import Trainer
+    from videotext.runtime import to_device
+
+    config = load_config(f"{method}/synthetic", [
+        f"data.manifest={work / 'manifest.json'}", f"data.features={work / 'features'}", f"train.device={device}",
+        f"train.amp={amp}", "train.epochs=1000", "data.num_workers=0",
+        *([f"train.batch_size={batch_size}"] if batch_size else [])])
+    trainer = Trainer(config, work / "runs" / f"{method}-{amp}", progress=False)
+    trainer.build()
+    trainer.method.train()
+    batches = trainer.batches
+    from videotext.train.trainer import epoch_length
+
+    available = max(1, epoch_length(batches, 0))
+    prepared = [to_device(batches.batch(0, i % available), trainer.device) for i in range(steps + 3)]
+    for batch in prepared[:3]:  # warm-up: kernels chosen, caches filled
+        trainer._forward_backward(batch, 1)
+        trainer._optimizer_step()
+    sync(device)
+    started = time.perf_counter()
+    for batch in prepared[3:]:
+        trainer._forward_backward(batch, 1)
+        trainer._optimizer_step()
+    sync(device)
+    seconds = time.perf_counter() - started
+    if save_to is not None:  # a run folder of the trained state, for the index and query timings
+        from videotext.config import save_config
+        from videotext.train.checkpoint import save_checkpoint
+
+        save_to.mkdir(parents=True, exist_ok=True)
+        save_config(trainer.config, save_to / "config.yaml")
+        from videotext.config import to_plain
+
+        save_checkpoint(save_to / "checkpoints" / "best", trainer.method,
+                        {"method": method, "model": to_plain(trainer.config.model), "expert_dims": trainer.expert_dims})
+    return {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds,
+            "batch_size": int(config.train.batch_size), "trainable_parameters": sum(
+                p.numel() for p in trainer.method.parameters() if p.requires_grad)}
+
+
+def index_and_queries(work: Path, device: torch.device, queries: int) -> dict[str, Any]:
+    """`index build` videos/s with the dual run `train_steps` saved (from the store, and with
+    extraction), and query latency."""
+    from videotext.data.schema import VideoTextDataset
+    from videotext.inference import load_model
+
+    run = work / "runs" / "dual"
+    model = load_model(run, device=str(device))
+    dataset = VideoTextDataset.load(work / "manifest.json")
+    out: dict[str, Any] = {}
+    for name, features in (("from_store", work / "features"), ("with_extraction", work / "index-features")):
+        sync(device)
+        started = time.perf_counter()
+        model.build_index(work / "manifest.json", work / f"index-{name}", features_dir=features, progress=False)
+        sync(device)
+        seconds = time.perf_counter() - started
+        out[f"index_{name}"] = {"videos": len(dataset), "seconds": seconds, "videos_per_s": len(dataset) / seconds}
+    captions = [c for v in dataset for c in v.captions][:queries]
+    index = work / "index-from_store"
+    model.search(captions[0], index, k=10)  # warm-up
+    latencies = []
+    for caption in captions:
+        sync(device)
+        started = time.perf_counter()
+        model.search(caption, index, k=10)
+        sync(device)
+        latencies.append(1000 * (time.perf_counter() - started))
+    latencies.sort()
+    out["query_ms"] = {"p50": statistics.median(latencies), "p95": latencies[int(0.95 * (len(latencies) - 1))],
+                       "queries": len(latencies)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--videos", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=8, help="decoding processes (extraction, synthesis)")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--batch-size", type=int, default=None, help="training batch (default: each config's)")
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("no CUDA device here: run with --device cpu to check the script")
+    work = args.work or Path(tempfile.mkdtemp(prefix="gpu-bench-"))
+    result: dict[str, Any] = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+                              "torch": torch.__version__, "videos": args.videos}
+    started = time.perf_counter()
+    result["extraction"] = make_set(work, args.videos, device, args.workers)
+    print(f"extraction: {result['extraction']['videos_per_s']:.1f} videos/s, "
+          f"{result['extraction']['frames_per_s']:.0f} frames/s", flush=True)
+    result["training"] = {}
+    for method in [m for m in args.methods.split(",") if m]:
+        rows = {amp: train_steps(method, work, device, amp, args.steps, args.batch_size,
+                                 save_to=work / "runs" / "dual" if (method, amp) == ("dual", "off") else None)
+                for amp in ("off", "bf16")}
+        rows["bf16_over_fp32"] = rows["bf16"]["steps_per_s"] / rows["off"]["steps_per_s"]
+        result["training"][method] = rows
+        print(f"{method:11s} fp32 {rows['off']['steps_per_s']:7.2f} steps/s   bf16 {rows['bf16']['steps_per_s']:7.2f}"
+              f" steps/s   x{rows['bf16_over_fp32']:.2f}", flush=True)
+    if "dual" in args.methods.split(","):
+        result.update(index_and_queries(work, device, args.queries))
+        print(f"index build: {result['index_from_store']['videos_per_s']:.1f} videos/s from the store, "
+              f"{result['index_with_extraction']['videos_per_s']:.1f} with extraction; query p50 "
+              f"{result['query_ms']['p50']:.1f} ms, p95 {result['query_ms']['p95']:.1f} ms", flush=True)
+    result["seconds"] = time.perf_counter() - started
+    print(f"time {result['seconds']:.0f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
