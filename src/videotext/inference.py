@@ -374,11 +374,13 @@ class LoadedModel:
         if meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("source") == stamp:
             return meta.parent
         method = self.method
-        if self.dtype is not None or self.device.type != "cpu":  # export the run's fp32 weights on the CPU
+        cast = any(p.dtype != torch.float32 for p in method.parameters())  # `cast_for_inference` stored some in bf16
+        if cast or self.device.type != "cpu":  # export the run's fp32 weights on the CPU
             method = load_model(self.run_dir, self.checkpoint.name if self.checkpoint else "best", "cpu", "fp32",
                                 threads=torch.get_num_threads()).method
         try:
-            return export_query_encoder(method, index_folder, rescores=self.rescores, source=stamp)
+            cache = self.checkpoint / QUERY_FOLDER if self.checkpoint is not None else None  # beside the weights
+            return export_query_encoder(method, index_folder, rescores=self.rescores, source=stamp, cache=cache)
         except (RuntimeError, OSError, ValueError, ImportError) as exc:  # the index works without it
             shutil.rmtree(meta.parent, ignore_errors=True)
             self.query_export_note = f"not exported ({exc}); a search loads the model"

@@ -140,9 +140,11 @@ def _write(folder: Path, module: nn.Module, encoder: Any, dim: int, source: str,
 
 
 def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores: bool = False,
-                         source: str = "") -> Path | None:
+                         source: str = "", cache: str | os.PathLike | None = None) -> Path | None:
     """`method`'s query side into `index_folder/query_encoder`; None (and nothing written, an older
-    export removed) when the method does not qualify (`why_not_exportable`)."""
+    export removed) when the method does not qualify (`why_not_exportable`). With `cache` (a folder
+    beside the weights) and a `source` naming them, the export is made there once and linked into
+    each index built from the same weights."""
     folder = Path(index_folder) / QUERY_FOLDER
     if why_not_exportable(method, rescores) is not None:
         shutil.rmtree(folder, ignore_errors=True)  # never a stale encoder of another run
@@ -169,7 +171,12 @@ def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores:
             method.train(was_training)
             vars(encoder).pop("packed_inference", None)
 
-    return make(folder)  # per index (a run's weights change as it trains; the folder keeps it across updates)
+    if cache is not None and source:
+        try:
+            return _link_tree(_cached_at(Path(cache), source, make), folder)
+        except OSError:  # a read-only run folder: this index's own export
+            pass
+    return make(folder)
 
 
 def export_sentence_encoder(index_folder: str | os.PathLike, encoder: Any) -> Path:
@@ -196,7 +203,12 @@ def _cached(kind: str, stamp: str, make: Callable[[Path], Path]) -> Path:
     `make(folder)` the first time: an index built again from the same weights reuses it."""
     from videotext.download import cache_root
 
-    folder = cache_root() / "exported" / f"{kind}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+    return _cached_at(cache_root() / "exported" / f"{kind}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}",
+                      stamp, make)
+
+
+def _cached_at(folder: Path, stamp: str, make: Callable[[Path], Path]) -> Path:
+    """`folder`, made by `make(folder)` unless it already holds the export identified by `stamp`."""
     meta = folder / META_FILE
     if not (meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("source") == stamp):
         make(folder)
