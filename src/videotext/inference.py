@@ -37,7 +37,7 @@ from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
 from videotext.models.base import Method
-from videotext.models.registry import build_method
+from videotext.models.registry import build_method, weights_loaded_after
 from videotext.runtime import autocast, network_precision, resolve_device, retain_freed_memory, set_threads
 from videotext.search.build import BuildPlan, build_index
 from videotext.search.index import Index
@@ -480,7 +480,8 @@ def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "aut
     retain_freed_memory()
     folder = run_dir / "checkpoints" / checkpoint
     dims = load_meta(folder).get("expert_dims")
-    method = build_method(config.method, config.model, expert_dims=dims)
+    with weights_loaded_after():  # the checkpoint holds every weight: drawing them first is wasted
+        method = build_method(config.method, config.model, expert_dims=dims)
     load_weights(folder, method)
     torch_device = resolve_device(device)
     method.to(torch_device).eval()
