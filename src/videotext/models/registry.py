@@ -95,19 +95,24 @@ _INITIALISERS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "
 
 @contextlib.contextmanager
 def weights_loaded_after() -> Iterator[None]:
-    """Build modules without drawing their initial weights (torch.nn.init's initialisers do nothing
-    inside): for a method whose every weight a checkpoint then loads (`load_weights`, strict), as
-    transformers' `no_init_weights` does for `from_pretrained`. Buffers computed otherwise (causal
-    masks, position ids) are built as usual; a weight the checkpoint lacks fails the strict load.
+    """Build modules without drawing their initial weights (torch.nn.init's initialisers leave a
+    parameter as it is inside): for a method whose every weight a checkpoint then loads
+    (`load_weights`, strict), as transformers' `no_init_weights` does for `from_pretrained`.
+    Buffers are initialised as usual (non-persistent ones, such as BERT's token_type_ids or
+    CLIP's causal mask, are not in a checkpoint); a weight the checkpoint lacks fails the strict load.
     CLIP ViT-B-32: 0.04 s to build instead of 0.9 s, nearly all of it in `uniform_` and `normal_`."""
     saved = {name: getattr(torch.nn.init, name) for name in _INITIALISERS}
 
-    def skip(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        return tensor
+    def skipping(initialiser: Any) -> Any:
+        def initialise(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            if isinstance(tensor, torch.nn.Parameter):
+                return tensor
+            return initialiser(tensor, *args, **kwargs)  # a buffer (transformers zeroes its token_type_ids so)
+        return initialise
 
     try:
         for name in _INITIALISERS:
-            setattr(torch.nn.init, name, skip)
+            setattr(torch.nn.init, name, skipping(saved[name]))
         yield
     finally:
         for name, initialiser in saved.items():
