@@ -356,7 +356,7 @@ class LoadedModel:
         """The query side as ONNX with its tokenizer in `index_folder/query_encoder`
         (`videotext.search.query_export`), so a search needs neither torch nor transformers; kept
         when it is already there for these weights. None when the method needs torch to search."""
-        from videotext.search.query_encoder import META_FILE, QUERY_FOLDER
+        from videotext.search.query_encoder import META_FILE, QUERY_FOLDER, export_is_current
         from videotext.search.query_export import export_query_encoder
 
         from videotext.search.query_export import why_not_exportable
@@ -371,7 +371,7 @@ class LoadedModel:
         stamp = self.weights_stamp()
         meta = Path(index_folder) / QUERY_FOLDER / META_FILE
         self.query_export_note = f"exported to {meta.parent} (a text search needs neither torch nor transformers)"
-        if meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("source") == stamp:
+        if export_is_current(meta.parent, stamp):
             return meta.parent
         method = self.method
         cast = any(p.dtype != torch.float32 for p in method.parameters())  # `cast_for_inference` stored some in bf16

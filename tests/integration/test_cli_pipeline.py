@@ -120,6 +120,15 @@ def test_a_query_through_the_exported_encoder_loads_neither_torch_nor_transforme
                   tiny_synth / "features", "--update").exit_code == 0
     assert (index_dir / "query_encoder" / "encoder.json").stat().st_mtime_ns == stamp
     assert cold()[1]["torch"] is False
+    # a damaged export is one line naming it and the remedy; an update writes it anew
+    graph = index_dir / "query_encoder" / "model.onnx"
+    graph.write_bytes(graph.read_bytes()[:1000])
+    result = invoke("search", index_dir, query)
+    assert result.exit_code == 2 and "query_encoder" in result.output and "build the index again" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert invoke("index", "build", trained_run, tiny_synth / "manifest.json", "-o", index_dir, "--features",
+                  tiny_synth / "features", "--update").exit_code == 0
+    assert cold() == (ids, {"torch": False, "transformers": False})
 
 
 def test_index_a_plain_folder_extracts_like_training(trained_run, tiny_synth, tmp_path):

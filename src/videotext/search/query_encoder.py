@@ -26,6 +26,8 @@ from videotext.errors import DataFormatError
 QUERY_FOLDER = "query_encoder"  # the run's query side, in an index folder
 SENTENCE_FOLDER = "sentence_encoder"  # the sentence encoder of the spoken and written lines
 FORMAT = "videotext-text-encoder"
+# what a user does about a damaged export: the index itself is intact
+REMEDY = "build the index again (`videotext index build ... --update` writes it anew), or delete this folder to search through torch"
 MODEL_FILE, TOKENIZER_FILE, META_FILE = "model.onnx", "tokenizer.json", "encoder.json"
 
 
@@ -58,9 +60,9 @@ class ExportedTextEncoder:
         try:
             self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise DataFormatError(meta_path, None, f"cannot be read ({exc})") from None
-        if self.meta.get("format") != FORMAT:
-            raise DataFormatError(meta_path, "format", f"is not a {FORMAT} description")
+            raise DataFormatError(meta_path, None, f"cannot be read ({exc}); {REMEDY}") from None
+        if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
+            raise DataFormatError(meta_path, "format", f"is not a {FORMAT} description; {REMEDY}")
         try:
             self.tokenizer = Tokenizer.from_file(str(self.folder / TOKENIZER_FILE))
             options = onnxruntime.SessionOptions()
@@ -69,7 +71,8 @@ class ExportedTextEncoder:
             self.session = onnxruntime.InferenceSession(str(self.folder / MODEL_FILE), options,
                                                         providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime and tokenizers raise their own types for bad files
-            raise DataFormatError(self.folder, None, f"exported text encoder cannot be loaded ({exc})") from None
+            raise DataFormatError(self.folder, None, f"exported text encoder cannot be loaded "
+                                                     f"({' '.join(str(exc).split())[:200]}); {REMEDY}") from None
         self.tokenizer.enable_truncation(int(self.meta["max_tokens"]))
         self.tokenizer.enable_padding(pad_id=int(self.meta["pad_id"]), pad_token=str(self.meta["pad_token"]),
                                       length=self.meta.get("length"))  # a graph of fixed length: padded to it
@@ -98,6 +101,18 @@ class ExportedTextEncoder:
         if not len(texts):
             return np.zeros((0, self.dim), np.float32)
         return self.outputs(texts)["vectors"]
+
+
+def export_is_current(folder: str | os.PathLike, source: str) -> bool:
+    """Whether `folder` holds a whole export of the weights `source` names: its description
+    readable, made from them, and its graph as many bytes as were written."""
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        size = (folder / MODEL_FILE).stat().st_size
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("source") == source and meta.get("model_bytes") == size
 
 
 def exported_encoder(folder: str | os.PathLike, name: str = QUERY_FOLDER) -> ExportedTextEncoder | None:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from videotext.search.query_encoder import (FORMAT, META_FILE, MODEL_FILE, QUERY_FOLDER, SENTENCE_FOLDER,
-                                            TOKENIZER_FILE, ExportedTextEncoder)
+                                            TOKENIZER_FILE, ExportedTextEncoder, export_is_current)
 
 MIN_COSINE = 0.9999  # the exported graph against torch on CHECK_TEXTS, else it is not written
 CHECK_TEXTS = (
@@ -126,6 +126,7 @@ def _write(folder: Path, module: nn.Module, encoder: Any, dim: int, source: str,
         (tmp / META_FILE).write_text(json.dumps({
             "format": FORMAT, "version": 1, "source": source, "dim": int(dim), "max_tokens": int(encoder.max_tokens),
             "pad_id": pad_id, "pad_token": pad_token, "inputs": ["input_ids", "attention_mask"], "outputs": outputs,
+            "model_bytes": (tmp / MODEL_FILE).stat().st_size,
             **({"clean": clean} if clean else {}), **({"rescore": rescore} if rescore else {}),
             **({"batch": 1, "length": int(encoder.max_tokens)} if one_by_one else {}),
         }, indent=1), encoding="utf-8")
@@ -210,7 +211,7 @@ def _cached(kind: str, stamp: str, make: Callable[[Path], Path]) -> Path:
 def _cached_at(folder: Path, stamp: str, make: Callable[[Path], Path]) -> Path:
     """`folder`, made by `make(folder)` unless it already holds the export identified by `stamp`."""
     meta = folder / META_FILE
-    if not (meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("source") == stamp):
+    if not export_is_current(folder, stamp):
         make(folder)
         written = json.loads(meta.read_text(encoding="utf-8"))
         written["source"] = stamp
