@@ -60,6 +60,35 @@ def launch(playwright):
                                             "--autoplay-policy=no-user-gesture-required"])
 
 
+def line_and_playback(index_folder, page_query: str, card: str, line_class: str, screenshot: str) -> tuple[str, float]:
+    """The search page over `index_folder` (a real uvicorn server and Chromium) at `/?PAGE_QUERY`:
+    the text of result `card`'s matched line (`.LINE_CLASS`), and where the player stands once a
+    click on the card has started it; a full-page screenshot is saved to ARTIFACTS/SCREENSHOT."""
+    from playwright.sync_api import sync_playwright
+
+    base, stop = run_server(index_folder)
+    try:
+        with sync_playwright() as p:
+            browser = launch(p)
+            try:
+                page = browser.new_page(viewport={"width": 1100, "height": 900})
+                page.goto(f"{base}/?{page_query}")
+                selector = f'.card[data-id="{card}"]'
+                page.wait_for_selector(f"{selector} .{line_class}")
+                line = page.inner_text(f"{selector} .{line_class}")
+                page.click(selector)
+                page.wait_for_function("() => { const v = document.getElementById('player');"
+                                       " return v.readyState >= 2 && v.currentTime > 0; }", timeout=20_000)
+                current = float(page.evaluate("document.getElementById('player').currentTime"))
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
+                return line, current
+            finally:
+                browser.close()
+    finally:
+        stop()
+
+
 def run_server(index_folder, token=None):
     """The app over `index_folder` served by uvicorn on a free loopback port: (base URL, stop)."""
     from tests.conftest import serve_in_thread

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.integration.test_browser import ARTIFACTS, launch, needs_chromium
+from tests.integration.test_browser import line_and_playback, needs_chromium
 from tests.onscreen_media import texted_video
 
 SHOWN = {  # video: (text, start, end, (x, y))
@@ -99,30 +99,11 @@ def test_http_results_carry_the_written_line(built):
 
 @needs_chromium
 def test_page_shows_the_written_line_and_plays_from_it(built):
-    playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
-    from tests.conftest import serve_in_thread
-    from videotext.search.service import create_app
-
-    base, stop = serve_in_thread(create_app(built[0] / "idx"))
-    try:
-        with playwright_api.sync_playwright() as p:
-            browser = launch(p)
-            try:
-                page = browser.new_page(viewport={"width": 1100, "height": 900})
-                page.goto(base + "/?q=bridge%20closed&k=3&by=written")
-                page.wait_for_selector('.card[data-id="news"] .written')
-                assert "bridge" in page.inner_text('.card[data-id="news"] .written').lower()
-                page.click('.card[data-id="news"]')
-                page.wait_for_function("() => { const v = document.getElementById('player');"
-                                       " return v.readyState >= 2 && v.currentTime > 0; }", timeout=20_000)
-                current = page.evaluate("document.getElementById('player').currentTime")
-                assert SHOWN["news"][1] <= current < SHOWN["news"][2], current  # from the line's start, not 0
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "onscreen_search.png"), full_page=True)
-            finally:
-                browser.close()
-    finally:
-        stop()
+    pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
+    line, current = line_and_playback(built[0] / "idx", "q=bridge%20closed&k=3&by=written", "news", "written",
+                                      "onscreen_search.png")
+    assert "bridge" in line.lower()
+    assert SHOWN["news"][1] <= current < SHOWN["news"][2], current  # from the line's start, not 0
 
 
 def test_update_reads_only_new_videos(built):

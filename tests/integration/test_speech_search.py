@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tests.integration.test_browser import ARTIFACTS, launch, needs_chromium
+from tests.integration.test_browser import line_and_playback, needs_chromium
 from tests.speech_media import ESPEAK, ESPEAK_MISSING, SENTENCES, silent_footage, speaking_video
 
 pytest.importorskip("faster_whisper", reason="the speech extra is not installed: pip install 'videotext[speech]'")
@@ -155,31 +155,11 @@ def test_api_returns_the_line_and_a_bad_by_is_422(built):
 
 @needs_chromium
 def test_page_shows_the_line_and_plays_from_it(built):
-    playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
-    from tests.conftest import serve_in_thread
-    from videotext.search.service import create_app
-
-    base, stop = serve_in_thread(create_app(built[0]))
-    try:
-        with playwright_api.sync_playwright() as p:
-            browser = launch(p)
-            try:
-                page = browser.new_page(viewport={"width": 1100, "height": 900})
-                page.goto(base + "/?q=rescuing%20a%20kitten&k=3&by=said")
-                page.wait_for_selector('.card[data-id="kitten"] .said')
-                line = page.inner_text('.card[data-id="kitten"] .said')
-                assert "tree" in line.lower()  # tiny.en may hear "kid" for "kitten": the rest of the line matches
-                page.click('.card[data-id="kitten"]')
-                page.wait_for_function("() => { const v = document.getElementById('player');"
-                                       " return v.readyState >= 2 && v.currentTime > 0; }", timeout=20_000)
-                current = page.evaluate("document.getElementById('player').currentTime")
-                assert LEAD - 1.0 <= current < LEAD + 2.0, current  # from the line, not from 0
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "speech_search.png"), full_page=True)
-            finally:
-                browser.close()
-    finally:
-        stop()
+    pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
+    line, current = line_and_playback(built[0], "q=rescuing%20a%20kitten&k=3&by=said", "kitten", "said",
+                                      "speech_search.png")
+    assert "tree" in line.lower()  # tiny.en may hear "kid" for "kitten": the rest of the line matches
+    assert LEAD - 1.0 <= current < LEAD + 2.0, current  # from the line, not from 0
 
 
 def test_an_mmt_run_indexes_a_folder_with_its_speech_expert(built, tmp_path):
