@@ -9,15 +9,21 @@ Everything through the project's own code, on one set made here (`videotext synt
    frames/s (the decoded frames the experts read);
 2. training: for each method, its packaged `<method>/synthetic` config on that set, the
    trainer's own step (`Trainer._forward_backward` + `_optimizer_step`: forward, backward,
-   optimiser) timed over `--steps` steps after 3 warm-up steps, at fp32 (`train.amp=off`) and
+   optimiser) timed over `--steps` steps after one untimed pass over the same batches (the steady state:
+   kernels chosen, a frozen text tower's cache filled), at fp32 (`train.amp=off`) and
    under bf16 autocast (`train.amp=bf16`; attention through `scaled_dot_product_attention`, which
    picks the fused kernels on a GPU): steps/s and the ratio;
 3. `index build` of the set with a dual run on the device: videos/s from the feature store, and
    with extraction;
 4. query latency of `model.search` (p50 / p95 over `--queries` captions, one at a time).
 Figures are printed and written to `--json`; CUDA timings synchronise before each clock read.
-The official Frozen code's steps/s on the same GPU needs its repository on the machine, which a
-lent GPU machine cannot download: it is not part of this script.
+The official Frozen code's steps/s on the same GPU is `bench/official_steps.py --device cuda`.
+
+On a machine without the packaged weights (a GPU image where only some packages travel):
+`--text-model DIR` names a folder with all-MiniLM-L6-v2's config and tokenizer; seeded random weights
+of that architecture are written there when it has none (timings depend on shapes, not values). The
+words expert is left out where the GloVe package is missing (MMT then reads its other three experts,
+as its synthetic config says for a set without speech), and ToCo where spaCy's tagger is missing.
 """
 from __future__ import annotations
 
@@ -44,6 +50,44 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def installed(package: str) -> bool:
+    """Whether a weight package of `videotext.weights` is installed."""
+    from videotext.weights import WeightsError, package_folder
+
+    try:
+        package_folder(package)
+    except WeightsError:
+        return False
+    return True
+
+
+def experts_here() -> list[str]:
+    return [e for e in EXPERTS if e != "words" or installed("glove")]
+
+
+def methods_here(methods: list[str]) -> list[str]:
+    """`methods` less those whose packaged needs are missing here, each said in one line."""
+    import importlib.util
+
+    kept = []
+    for method in methods:
+        if method == "toco" and not (importlib.util.find_spec("spacy") and installed("spacy_en")):
+            print("toco: skipped (spaCy and its English tagger, which mark the tokens of interest, are not installed)")
+            continue
+        kept.append(method)
+    return kept
+
+
+def random_text_model(folder: Path) -> str:
+    """`folder` (a BERT-family config and tokenizer) with seeded random weights written once."""
+    if not any(folder.glob("*.safetensors")):
+        from transformers import AutoConfig, AutoModel
+
+        torch.manual_seed(0)
+        AutoModel.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
+    return str(folder)
+
+
 def make_set(work: Path, videos: int, device: torch.device, workers: int) -> dict[str, Any]:
     """The synthetic set and its features; extraction timed."""
     from videotext.data.experts import extract_features
@@ -51,7 +95,7 @@ def make_set(work: Path, videos: int, device: torch.device, workers: int) -> dic
 
     synthesize(work, num_videos=videos, seed=0, progress=False, workers=workers)
     started = time.perf_counter()
-    summary = extract_features(work / "manifest.json", list(EXPERTS), work / "features", rate=1.0, progress=False,
+    summary = extract_features(work / "manifest.json", experts_here(), work / "features", rate=1.0, progress=False,
                                device=str(device), workers=workers, batch_size=256, options=DEMO_OPTIONS)
     sync(device)
     seconds = time.perf_counter() - started
@@ -61,7 +105,8 @@ def make_set(work: Path, videos: int, device: torch.device, workers: int) -> dic
 
 
 def train_steps(method: str, work: Path, device: torch.device, amp: str, steps: int,
-                batch_size: int | None = None, save_to: Path | None = None) -> dict[str, Any]:
+                batch_size: int | None = None, save_to: Path | None = None,
+                text_model: str | None = None) -> dict[str, Any]:
     """Steps/s of one method's trainer step at `amp` (off | bf16)."""
     from videotext.config import load_config
     from videotext.train.trainer import Trainer
@@ -70,7 +115,10 @@ def train_steps(method: str, work: Path, device: torch.device, amp: str, steps: 
     config = load_config(f"{method}/synthetic", [
         f"data.manifest={work / 'manifest.json'}", f"data.features={work / 'features'}", f"train.device={device}",
         f"train.amp={amp}", "train.epochs=1000", "data.num_workers=0",
-        *([f"train.batch_size={batch_size}"] if batch_size else [])])
+        *([f"train.batch_size={batch_size}"] if batch_size else []),
+        *([f"model.text_model={text_model}"] if text_model and method != "clip4clip" else []),  # clip4clip: CLIP's own tower
+        *([f"model.decoder_model={text_model}"] if text_model and method == "supportset" else []),
+        *(["data.experts=[appearance,motion,audio]"] if method == "mmt" and "words" not in experts_here() else [])])
     trainer = Trainer(config, work / "runs" / f"{method}-{amp}", progress=False)
     trainer.build()
     trainer.method.train()
@@ -78,13 +126,13 @@ def train_steps(method: str, work: Path, device: torch.device, amp: str, steps: 
     from videotext.train.trainer import epoch_length
 
     available = max(1, epoch_length(batches, 0))
-    prepared = [to_device(batches.batch(0, i % available), trainer.device) for i in range(steps + 3)]
-    for batch in prepared[:3]:  # warm-up: kernels chosen, caches filled
+    prepared = [to_device(batches.batch(0, i % available), trainer.device) for i in range(steps)]
+    for batch in prepared:  # warm-up over the same batches: kernels chosen, caches (frozen text) filled
         trainer._forward_backward(batch, 1)
         trainer._optimizer_step()
     sync(device)
     started = time.perf_counter()
-    for batch in prepared[3:]:
+    for batch in prepared:
         trainer._forward_backward(batch, 1)
         trainer._optimizer_step()
     sync(device)
@@ -146,6 +194,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8, help="decoding processes (extraction, synthesis)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--batch-size", type=int, default=None, help="training batch (default: each config's)")
+    parser.add_argument("--text-model", type=Path, default=None,
+                        help="a MiniLM config + tokenizer folder (random weights) in place of the packaged MiniLM")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -160,9 +210,11 @@ def main() -> None:
     print(f"extraction: {result['extraction']['videos_per_s']:.1f} videos/s, "
           f"{result['extraction']['frames_per_s']:.0f} frames/s", flush=True)
     result["training"] = {}
-    for method in [m for m in args.methods.split(",") if m]:
+    text_model = random_text_model(args.text_model) if args.text_model else None
+    for method in methods_here([m for m in args.methods.split(",") if m]):
         rows = {amp: train_steps(method, work, device, amp, args.steps, args.batch_size,
-                                 save_to=work / "runs" / "dual" if (method, amp) == ("dual", "off") else None)
+                                 save_to=work / "runs" / "dual" if (method, amp) == ("dual", "off") else None,
+                                 text_model=text_model)
                 for amp in ("off", "bf16")}
         rows["bf16_over_fp32"] = rows["bf16"]["steps_per_s"] / rows["off"]["steps_per_s"]
         result["training"][method] = rows
