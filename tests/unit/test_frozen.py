@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from videotext.config import ConfigError
 from videotext.models.layers.space_time import (
-    DividedAttention, SpaceTimeBlock, SpaceTimeTransformer, expand_temporal_embed,
+    DividedAttention, SpaceTimeBlock, SpaceTimeTransformer, cpu_bf16_training, expand_temporal_embed,
 )
 
 timm = pytest.importorskip("timm")
@@ -65,6 +65,23 @@ def test_divided_attention_equals_masked_full_attention(fused):
                                masked_reference(attn, x, position[:, None] == position[None, :]), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(attn(x, frames, "space", "per_frame"),
                                masked_reference(attn, x, frame[:, None] == frame[None, :]), atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_bf16_training_takes_the_plain_attention_path():
+    """bf16 autocast training on a CPU runs the einsum attention (faster backward there); the
+    fused kernel stays for fp32, inference and GPUs."""
+    torch.manual_seed(2)
+    fused, plain = DividedAttention(16, heads=2, fused=True), DividedAttention(16, heads=2, fused=False)
+    plain.load_state_dict(fused.state_dict())
+    x = torch.randn(2, 1 + 3 * 4, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(fused(x, 3, "time"), plain(x, 3, "time"))
+        assert torch.equal(fused(x, 3, "space"), plain(x, 3, "space"))
+    q = torch.randn(2, 2, 5, 8)
+    assert cpu_bf16_training(q.bfloat16().requires_grad_())
+    assert not cpu_bf16_training(q.requires_grad_())  # fp32
+    with torch.no_grad():
+        assert not cpu_bf16_training(q.bfloat16())  # inference
 
 
 def test_residual_variants_follow_appendix_fig2():
