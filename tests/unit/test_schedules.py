@@ -280,3 +280,27 @@ def test_optimizer_and_scheduler_together():
         opt.zero_grad()
         sched.step()
     assert seen == pytest.approx([0.0, 0.05, 0.1])
+
+
+@pytest.mark.parametrize("name,fused", [("adamw", True), ("adam", True), ("radam", None)])
+def test_adam_and_adamw_run_fused_and_take_the_same_steps(name, fused):
+    """Adam / AdamW use torch's fused kernel; their updates equal the per-tensor form within round-off."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 4))
+    reference = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 4))
+    reference.load_state_dict(model.state_dict())
+    start = [p.detach().clone() for p in model.parameters()]
+    config = OptimConfig(name=name, lr=1e-2, weight_decay=0.01)
+    ours = build_optimizer(model, config)
+    assert ours.defaults.get("fused") == fused
+    plain = type(ours)(param_groups(reference, 0.01, 1e-2), lr=1e-2, weight_decay=0.01, foreach=False)
+    for step in range(5):
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step))
+        for net, opt in ((model, ours), (reference, plain)):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+    worst = max(float((a - b).abs().max()) for a, b in zip(model.parameters(), reference.parameters()))
+    assert worst < 1e-6
+    moved = max(float((a - b).abs().max()) for a, b in zip(model.parameters(), start))
+    assert moved > 1e-3  # the five steps did move the weights

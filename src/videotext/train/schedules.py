@@ -99,13 +99,29 @@ def build_optimizer(params: ParamsOrGroups, config: OptimConfig) -> torch.optim.
         raise ConfigError(f"optim.lr: expected a positive learning rate, got {config.lr!r}")
     if isinstance(params, nn.Module):
         params = param_groups(params, config.weight_decay, config.lr, config.lr_scale)
+    params = list(params)
+    fused = {"fused": True} if name in FUSED and can_fuse(params) else {}
     return OPTIMIZERS[name](
         params,
         lr=config.lr,
         betas=tuple(config.betas),
         eps=config.eps,
         weight_decay=config.weight_decay,
+        **fused,
     )
+
+
+# Adam and AdamW update every parameter in one fused kernel where torch has it (CPU and CUDA since
+# torch 2.4): the same update as the per-tensor loop, rounded differently. On a Frozen-sized set
+# of tensors the CPU step of AdamW took 30-36 ms fused against 250-310 ms in torch's default
+# (foreach) form, a quarter of a Frozen or MMT training step before.
+FUSED = ("adam", "adamw")
+
+
+def can_fuse(params: list[Any]) -> bool:
+    """True when every parameter is a floating tensor on a CPU or CUDA device."""
+    tensors = [t for p in params for t in (p["params"] if isinstance(p, dict) else [p])]
+    return bool(tensors) and all(t.is_floating_point() and t.device.type in ("cpu", "cuda") for t in tensors)
 
 
 # --- schedule ---------------------------------------------------------------------------
