@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 import torch
 from torch import nn
 
 from videotext.errors import VideoTextError
 from videotext.hub import from_hub, is_local, real_tokenizer
+from videotext.runtime import autocast
 from videotext.weights import verified_folder
 
 T = TypeVar("T")
@@ -97,6 +98,10 @@ class CachedTextEncoder(nn.Module):
     """
 
     freeze: bool = False
+    # the autocast dtype a frozen tower's cached vectors are computed at (None: the caller's). A
+    # frozen tower is a feature extractor, so the trainer sets the method's measured inference
+    # precision (`inference.precision`, videotext.runtime.network_precision), as for the experts.
+    cache_dtype: torch.dtype | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -112,6 +117,21 @@ class CachedTextEncoder(nn.Module):
             self.model.eval()  # no dropout in a frozen encoder
         return self
 
+    def prefill(self, texts: Iterable[str], batch_size: int = 256) -> int:
+        """Cache the vectors of `texts` now, in one fixed order (by length, then text) and fixed
+        batches, so that each vector is the same whichever batch would first have asked for it: a
+        resumed run then trains on the same vectors as an uninterrupted one, also under bf16,
+        whose rounding depends on the batch's shape. Returns how many were encoded."""
+        if not self.freeze:
+            return 0
+        todo = sorted(set(texts) - self._cache.keys(), key=lambda t: (len(t), t))
+        device = next(self.model.parameters()).device
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            batch = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.tokenize(chunk).items()}
+            self(batch)
+        return len(todo)
+
     def forward(self, batch: dict[str, Any]) -> torch.Tensor:
         if not self.freeze or "texts" not in batch:  # no strings to key a cache by (an exported graph's inputs)
             return self.pool(self.token_states(batch), batch["attention_mask"], batch["input_ids"])
@@ -121,7 +141,7 @@ class CachedTextEncoder(nn.Module):
             sub = {k: batch[k][missing] for k in ("input_ids", "attention_mask")}
             width = int(sub["attention_mask"].sum(1).max())
             sub = {k: v[:, :width] for k, v in sub.items()}  # drop padding columns of the sub-batch
-            with torch.no_grad():
+            with torch.no_grad(), autocast(self.cache_dtype, sub["input_ids"].device):
                 pooled = self.pool(self.token_states(sub), sub["attention_mask"], sub["input_ids"]).float()
             for i, vec in zip(missing, pooled):
                 self._cache[texts[i]] = vec
