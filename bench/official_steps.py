@@ -21,8 +21,9 @@ DIR/frozen-in-time (m-bain/frozen-in-time), DIR/mmt (gabeur/mmt), DIR/coot-video
 
 The official step is the official trainer's own sequence (Frozen `trainer/trainer.py` `_train_epoch`,
 MMT `trainer/trainer.py` `_train_epoch`, COOT `coot/trainer_retrieval.py` `train_model`), with the
-official model, loss and optimiser classes; ours is `method.loss(batch)["loss"]` with the same
-optimiser class and hyper-parameters. The official code imports packages that have nothing to do with
+official model, loss and optimiser classes; ours is `method.loss(batch)["loss"]` with the official
+optimiser's hyper-parameters in the optimiser `videotext train` builds (`build_optimizer`: Adam and
+AdamW fused where torch has the kernel). The official code imports packages that have nothing to do with
 these steps (video decoders, loggers, word vectors) or that changed since: they are stubbed or
 patched at run time here, in memory, and each stub / patch is named where it is made (`--profile`
 prints where each side spends its time).
@@ -162,6 +163,7 @@ def official_imports(repo: Path, stubs: tuple[str, ...] = (), extra: dict[str, t
     (the three repositories share names such as `model`, `base`, `utils`), the stubs and
     `extra` leave sys.modules again, so the next repository and our code see none of them.
     Yields the list of names that were stubbed."""
+    repo = repo.resolve()  # module __file__s are absolute: a relative --official must match them
     before = set(sys.modules)
     added: dict[str, types.ModuleType] = {}
     stubbed: list[str] = []
@@ -268,11 +270,20 @@ def captions(count: int, seed: int) -> list[str]:
 
 
 def same_optimiser(official: torch.optim.Optimizer, params: Any) -> torch.optim.Optimizer:
-    """Ours gets the official optimiser's class and hyper-parameters."""
+    """Ours gets the official optimiser's hyper-parameters, built as `videotext train` builds it
+    (`build_optimizer`: Adam / AdamW fused where torch has the kernel); another class as is."""
     import inspect
 
+    from videotext.config import OptimConfig
+    from videotext.train.schedules import OPTIMIZERS, build_optimizer
+
+    name = {cls: key for key, cls in OPTIMIZERS.items()}.get(type(official))
+    d = official.defaults
+    if name is not None:
+        return build_optimizer(list(params), OptimConfig(name=name, lr=d["lr"], betas=list(d["betas"]), eps=d["eps"],
+                                                         weight_decay=d["weight_decay"]))
     accepted = inspect.signature(type(official)).parameters
-    return type(official)(params, **{k: v for k, v in official.defaults.items() if k in accepted})
+    return type(official)(params, **{k: v for k, v in d.items() if k in accepted})
 
 
 class Pair:
@@ -287,6 +298,26 @@ class Pair:
         self.notes = notes or []
 
 
+PAPER_SIZE: list[bool] = []  # --paper-size: Frozen at the paper's ViT-B/16 and DistilBERT-base (a GPU's size)
+TEXT_MODEL: list[Path] = []  # --text-model: a MiniLM config + tokenizer folder in place of the bundled package
+
+
+def minilm_path() -> Path:
+    """The bundled MiniLM's folder, or `--text-model`'s (its seeded random weights written once: a
+    machine where the weight package does not travel; step times depend on shapes, not values)."""
+    if not TEXT_MODEL:
+        from videotext.text.encoder import default_text_model_path
+
+        return Path(default_text_model_path())
+    folder = TEXT_MODEL[0]
+    if not any(folder.glob("*.safetensors")):
+        from transformers import AutoConfig, AutoModel
+
+        torch.manual_seed(0)
+        AutoModel.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
+    return folder
+
+
 # --- Frozen in Time ---------------------------------------------------------------------
 def frozen_text_folder(work: Path, dim: int, layers: int, heads: int) -> Path:
     """A DistilBERT (the paper's text model) with random weights and the bundled MiniLM's uncased
@@ -295,9 +326,7 @@ def frozen_text_folder(work: Path, dim: int, layers: int, heads: int) -> Path:
 
     from transformers import DistilBertConfig, DistilBertModel
 
-    from videotext.text.encoder import default_text_model_path
-
-    minilm = Path(default_text_model_path())
+    minilm = minilm_path()
     folder = work / "distilbert"
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
@@ -320,10 +349,16 @@ def build_frozen(repo: Path, device: torch.device, work: Path, batch_size: int) 
     from videotext.convert.frozen import infer_model_config, map_keys
     from videotext.models.registry import build_method
 
-    sizes = {"img_size": 112, "patch_size": 16, "video_dim": 192, "depth": 4, "heads": 3, "frames": 4,
-             "text": "DistilBERT dim 256, 2 layers, 4 heads, MiniLM vocabulary", "embed_dim": 256,
-             "batch": batch_size}
-    text_folder = frozen_text_folder(work, 256, 2, 4)
+    if PAPER_SIZE:  # §3.2 / §4.3: ViT-B/16 at 224 px, 4 frames, DistilBERT-base, a 256-d space
+        sizes = {"img_size": 224, "patch_size": 16, "video_dim": 768, "depth": 12, "heads": 12, "frames": 4,
+                 "text": "DistilBERT dim 768, 6 layers, 12 heads, MiniLM vocabulary", "embed_dim": 256,
+                 "batch": batch_size}
+        text_folder = frozen_text_folder(work, 768, 6, 12)
+    else:
+        sizes = {"img_size": 112, "patch_size": 16, "video_dim": 192, "depth": 4, "heads": 3, "frames": 4,
+                 "text": "DistilBERT dim 256, 2 layers, 4 heads, MiniLM vocabulary", "embed_dim": 256,
+                 "batch": batch_size}
+        text_folder = frozen_text_folder(work, 256, 2, 4)
     einops = einops_module()
     notes = []
     if getattr(einops, "__videotext_shim__", False):
@@ -407,13 +442,12 @@ def build_mmt(repo: Path, device: torch.device, batch_size: int) -> Pair:
 
     from videotext.convert.mmt import OFFICIAL_TYPES, infer_model_config, map_keys
     from videotext.models.registry import build_method
-    from videotext.text.encoder import default_text_model_path
 
     steps = 10
     sizes = {"d_model": 512, "layers": 4, "heads": 4, "intermediate": 3072, "experts": dict(MMT_DIMS),
              "steps_per_expert": steps, "text": "bundled MiniLM (BERT, 6 layers, width 384), max 30 tokens",
              "batch": batch_size}
-    minilm = default_text_model_path()
+    minilm = str(minilm_path())
 
     class TxtBert:  # transformers 3's `transformers.modeling_bert.BertModel`, loading the local BERT
         @staticmethod
@@ -695,8 +729,15 @@ def main() -> None:
                         "where the device has it")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler tables of one step each")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    parser.add_argument("--paper-size", action="store_true", help="Frozen at the paper's ViT-B/16 224 px and DistilBERT-base")
+    parser.add_argument("--text-model", type=Path, default=None,
+                        help="a MiniLM config + tokenizer folder (random weights) in place of the bundled MiniLM")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.text_model:
+        TEXT_MODEL.append(args.text_model.resolve())
+    if args.paper_size:
+        PAPER_SIZE.append(True)
 
     device = torch.device(args.device)
     from transformers.utils import logging as hf_logging
