@@ -41,8 +41,8 @@ import torch
 
 METHODS = ("dual", "mmt", "frozen", "coot", "supportset", "toco", "clip4clip")
 EXPERTS = ("appearance", "motion", "audio", "words", "clip")  # every expert a packaged synthetic config reads
-# the demo's settings for these 128-px videos (videotext.demo): the network at their own size, flow at 64 px
-DEMO_OPTIONS = {"appearance": {"input_size": 128}, "motion": {"flow_size": 64, "frames_per_step": 3}}
+# the demo's settings for these 128-px videos (videotext.demo): the appearance network at 96 px, flow at 64 px
+DEMO_OPTIONS = {"appearance": {"input_size": 96}, "motion": {"flow_size": 64, "frames_per_step": 3}}
 
 
 def sync(device: torch.device) -> None:

@@ -28,6 +28,10 @@ from videotext.inference import LoadedModel
 from videotext.io import write_json
 from videotext.train.trainer import Trainer, read_metrics_log
 
+# the features the demo reads, beside the videos: their own folder, as a feature store refuses a second
+# configuration and the benchmark's records (videotext.benchmark, folder `features`) were extracted
+# with the appearance network at 128 px
+DEMO_FEATURES = "demo-features"
 # the demo's test split must hold >= 500 videos (a chance R@1 of <= 0.2 %); 2 000 videos
 # split 64 / 10 / 26 give about 1 280 / 200 / 520
 DEMO_VIDEOS = 2000
@@ -69,11 +73,12 @@ def run_demo(data: str = "synthetic", out: str | Path = "runs/demo", videos: int
         raise VideoTextError(f"--data: expected synthetic or tuxpaint, got {data!r}")
     timings["data"] = time.time() - start
 
-    extra = [f"data.manifest={manifest.resolve()}", f"data.features={(data_dir / 'features').resolve()}",
+    features = data_dir / (DEMO_FEATURES if data == "synthetic" else "features")
+    extra = [f"data.manifest={manifest.resolve()}", f"data.features={features.resolve()}",
              f"out_dir={out}"] + (["train.epochs=%d" % epochs] if epochs else []) + list(overrides or [])
     config = load_config(config_file, extra)
     tick = time.time()
-    extract_features(manifest, config.data.experts, data_dir / "features", progress=progress,
+    extract_features(manifest, config.data.experts, features, progress=progress,
                      **_extraction_options(data))
     timings["extract"] = time.time() - tick
 
@@ -95,17 +100,18 @@ def run_demo(data: str = "synthetic", out: str | Path = "runs/demo", videos: int
 
 
 def _extraction_options(data: str) -> dict[str, Any]:
-    """The synthetic videos are 128 px, 6 s, 8 fps: one step per second, the network at the
-    videos' own size (no upscaling to 224) and flow at 64 px keep extraction within the
-    demo's budget on 2 cores. Two workers each decode and embed their own videos
-    (`networks_in_workers`): for the appearance expert alone that ran 1.25-1.55x faster
-    than its network in the main process next to two decoding workers, and for the demo's
-    three experts about as fast (bench/extract.py). Up to 32 frames per forward pass: at
-    128 px that ran 1.8x faster than 256 frames."""
+    """The synthetic videos are 128 px, 6 s, 8 fps: one step per second, the appearance network
+    at 96 px and flow at 64 px keep extraction within the demo's budget on 2 cores. 96 px was
+    chosen on the validation split (t2v geometric mean 90.7 at 96 px, 90.2 at 112 and at 128 px,
+    the size the videos are made at) and reads 0.56x the pixels of 128. Two workers each decode
+    and embed their own videos (`networks_in_workers`): for the appearance expert alone that ran
+    1.25-1.55x faster than its network in the main process next to two decoding workers, and for
+    the demo's three experts about as fast (bench/extract.py). Up to 32 frames per forward pass:
+    at 128 px that ran 1.8x faster than 256 frames."""
     settings: dict[str, Any] = {"workers": 2, "batch_size": 32, "prefetch": 4, "networks_in_workers": True}
     if data != "synthetic":
         return settings
-    return {**settings, "rate": 1.0, "options": {"appearance": {"input_size": 128},
+    return {**settings, "rate": 1.0, "options": {"appearance": {"input_size": 96},
                                      "motion": {"flow_size": 64, "frames_per_step": 3}}}
 
 

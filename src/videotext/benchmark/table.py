@@ -238,7 +238,7 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
         splits = any_record["data"]["splits"]
         lines.append(f"  Split sizes: {', '.join(f'{k} {v}' for k, v in splits.items())} videos.")
     lines += ["- Extraction settings (every expert, every row): `" +
-              json.dumps(data.extraction, sort_keys=True) + "` (`extract_features` keywords; the demo's).",
+              json.dumps(data.extraction, sort_keys=True) + "` (`extract_features` keywords).",
               f"- Seeds {', '.join(map(str, bench.seeds))}; each run's checkpoint is selected on the validation split by "
               "its config's `train.select_metric`; the test split is evaluated once, with every caption a query "
               "(t2v) and every video a query (v2t, any of its captions relevant).",
