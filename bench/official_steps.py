@@ -286,6 +286,18 @@ def same_optimiser(official: torch.optim.Optimizer, params: Any) -> torch.optim.
     return type(official)(params, **{k: v for k, v in d.items() if k in accepted})
 
 
+def our_step(ours: nn.Module, optimiser: torch.optim.Optimizer, batch: dict[str, Any]) -> Callable[[], float]:
+    """Our training step on `batch`: the method's own loss, its backward, the optimiser; returns the loss."""
+    def step() -> float:
+        optimiser.zero_grad()
+        loss = ours.loss(batch)["loss"]
+        loss.backward()
+        optimiser.step()
+        return loss.detach().item()
+
+    return step
+
+
 class Pair:
     """Ours and theirs for one method: `step_*` run one training step and return the loss."""
 
@@ -420,12 +432,7 @@ def build_frozen(repo: Path, device: torch.device, work: Path, batch_size: int) 
         opt_theirs.step()
         return loss.detach().item()
 
-    def step_ours() -> float:
-        opt_ours.zero_grad()
-        loss = ours.loss(batch)["loss"]
-        loss.backward()
-        opt_ours.step()
-        return loss.detach().item()
+    step_ours = our_step(ours, opt_ours, batch)
 
     return Pair("frozen", sizes, ours, theirs, step_ours, step_theirs, notes=notes)
 
@@ -527,12 +534,7 @@ def build_mmt(repo: Path, device: torch.device, batch_size: int) -> Pair:
         opt_theirs.step()
         return loss.detach().item()
 
-    def step_ours() -> float:
-        opt_ours.zero_grad()
-        loss = ours.loss(batch)["loss"]
-        loss.backward()
-        opt_ours.step()
-        return loss.detach().item()
+    step_ours = our_step(ours, opt_ours, batch)
 
     return Pair("mmt", sizes, ours, theirs, step_ours, step_theirs, notes=notes)
 
@@ -631,12 +633,7 @@ def build_coot(repo: Path, device: torch.device, batch_size: int) -> Pair:
         opt_theirs.step()
         return loss.detach().item()
 
-    def step_ours() -> float:
-        opt_ours.zero_grad()
-        loss = ours.loss(batch)["loss"]
-        loss.backward()
-        opt_ours.step()
-        return loss.detach().item()
+    step_ours = our_step(ours, opt_ours, batch)
 
     @contextlib.contextmanager
     def every_position() -> Iterator[None]:

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from videotext.config import ConfigError
 from videotext.models.layers.space_time import (
-    DividedAttention, SpaceTimeBlock, SpaceTimeTransformer, cpu_bf16_training, expand_temporal_embed,
+    DividedAttention, SpaceTimeBlock, SpaceTimeTransformer, einsum_trains_faster, expand_temporal_embed,
 )
 
 timm = pytest.importorskip("timm")
@@ -67,9 +67,9 @@ def test_divided_attention_equals_masked_full_attention(fused):
                                masked_reference(attn, x, frame[:, None] == frame[None, :]), atol=1e-5, rtol=1e-5)
 
 
-def test_cpu_bf16_training_takes_the_plain_attention_path():
-    """bf16 autocast training on a CPU runs the einsum attention (faster backward there); the
-    fused kernel stays for fp32, inference and GPUs."""
+def test_training_takes_the_einsum_attention_where_it_ran_faster():
+    """bf16 autocast training on a CPU and fp32 training on a GPU run the einsum attention (faster
+    there, and the same numbers); the fused kernel stays for the rest and for inference."""
     torch.manual_seed(2)
     fused, plain = DividedAttention(16, heads=2, fused=True), DividedAttention(16, heads=2, fused=False)
     plain.load_state_dict(fused.state_dict())
@@ -78,10 +78,14 @@ def test_cpu_bf16_training_takes_the_plain_attention_path():
         assert torch.equal(fused(x, 3, "time"), plain(x, 3, "time"))
         assert torch.equal(fused(x, 3, "space"), plain(x, 3, "space"))
     q = torch.randn(2, 2, 5, 8)
-    assert cpu_bf16_training(q.bfloat16().requires_grad_())
-    assert not cpu_bf16_training(q.requires_grad_())  # fp32
+    assert einsum_trains_faster(q.bfloat16().requires_grad_())
+    assert not einsum_trains_faster(q.clone().requires_grad_())  # fp32 on a CPU
     with torch.no_grad():
-        assert not cpu_bf16_training(q.bfloat16())  # inference
+        assert not einsum_trains_faster(q.bfloat16())  # inference
+    if torch.cuda.is_available():
+        g = q.cuda()
+        assert einsum_trains_faster(g.clone().requires_grad_())  # fp32 on a GPU
+        assert not einsum_trains_faster(g.bfloat16().requires_grad_())
 
 
 def test_residual_variants_follow_appendix_fig2():
