@@ -77,7 +77,7 @@ def test_the_installed_wheel_runs_demo_train_by_name_and_configs(installed, tmp_
 
     data = work / "data" / "synthetic-12-seed0"  # where the demo put its videos and features (the current folder)
     run(cli + ["train", "dual/synthetic", "--set", f"data.manifest={data.relative_to(work)}/manifest.json",
-               "--set", f"data.features={data.relative_to(work)}/features", "--set", "train.epochs=1", *TINY,
+               "--set", f"data.features={data.relative_to(work)}/demo-features", "--set", "train.epochs=1", *TINY,
                "--out", "run", "--no-progress"], work, env)
     steps = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps if s["kind"] == "train"] == [1]
