@@ -535,7 +535,7 @@ def index_build(
 
     model = load_model(run_dir, precision=precision, threads=threads)
     index = model.build_index(source, out, features_dir=features, update=update, window=window, stride=stride,
-                              store=store, collection=collection)
+                              store=store, collection=collection, publish=False)  # published once the lines are in
     if index is None:  # a torchrun rank other than 0 on a one-writer store: rank 0 reports
         return
     what = "clips" if window else "videos"
@@ -559,6 +559,10 @@ def index_build(
                    f"with text, {written['none']} without, {written['failed']} failed; {written['read']} of "
                    f"{written['samples']} sampled frames read, {written['unreadable']} unreadable; "
                    f"{written['failures']})")
+    from videotext.search.live import publish
+
+    version = publish(out)  # the last write: a running `serve` swaps this version in
+    typer.echo(f"published version {version}")
     if update:
         plan = model.last_build.plan
         typer.echo(f"update: {len(plan.add) - len(plan.changed)} videos added, {len(plan.changed)} changed in place "
@@ -640,13 +644,18 @@ def serve(
     token: Optional[str] = typer.Option(None, envvar="VIDEOTEXT_TOKEN", show_default=False,
                                         help="Access token every request must send as 'Authorization: Bearer TOKEN'; "
                                              "required off loopback (env VIDEOTEXT_TOKEN)."),
+    reload_seconds: float = typer.Option(1.0, "--reload-seconds", min=0.0,
+                                         help="Seconds between looks for a newly published version of the index "
+                                              "(`index build --update` publishes one); it is swapped in between "
+                                              "requests. 0: serve the first version only."),
 ) -> None:
     """Serve the search API and web page for an index (http://HOST:PORT/)."""
     from videotext.search.service import create_app, require_token_for, serve as run_server
 
     require_token_for(host, token)  # before loading anything
-    app = create_app(index, run_dir, precision=precision, threads=threads, token=token)
-    typer.echo(f"serving {len(app.state.index)} entries of {index} on http://{host}:{port}/  (schema: /openapi.json)")
+    app = create_app(index, run_dir, precision=precision, threads=threads, token=token, reload_seconds=reload_seconds)
+    typer.echo(f"serving {len(app.state.index)} entries of {index} (version {app.state.live.snapshot.version}) on "
+               f"http://{host}:{port}/  (schema: /openapi.json)")
     run_server(app, host=host, port=port)
 
 

@@ -316,7 +316,7 @@ class LoadedModel:
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
                     features_dir: str | Path | None = None, progress: bool = True, update: bool = False,
                     window: float | None = None, stride: float | None = None, store: str = "faiss",
-                    collection: str = "videotext"):
+                    collection: str = "videotext", publish: bool = True):
         """Embed every video of a manifest / folder and store them in a search index.
 
         `update=True` with an existing `out`: incremental: videos of `source` not yet in the
@@ -335,6 +335,9 @@ class LoadedModel:
         fills a staging collection and swaps it in (`MilvusIndex.publish`); a Milvus update
         names the videos it is writing in index.json until it is done, and the next update
         encodes those again. So a failed build or update leaves the previous index searchable.
+        `publish`: mark the folder complete last (`videotext.search.live.publish`), which a running
+        `serve` takes as its cue to swap the new version in; False when more is written after
+        (the command line's `--speech` / `--text` lines), whose writer publishes then.
 
         The steps are `videotext.search.build.build_index`'s, with this model passed in; under
         torchrun the same driver runs on every rank with its share of the videos."""
@@ -344,6 +347,10 @@ class LoadedModel:
                                              store, collection)
         if out is not None and dist.is_main():
             self.export_query_encoder(out)
+            if publish:
+                from videotext.search.live import publish as publish_folder
+
+                publish_folder(out)
         return index
 
     def weights_stamp(self) -> str:

@@ -57,11 +57,13 @@ from videotext.search.entries import Entry
 from videotext.search.examples import MAX_UPLOAD_BYTES, save_upload
 from videotext.search.filters import parse_filter
 from videotext.search.index import Index
+from videotext.search.live import LiveIndex, Snapshot
 from videotext.search.spoken import load_lines, search_by
 
 STATIC = Path(__file__).resolve().parent / "static"
 BY_PATTERN = "^(all|both|(shown|said|written)(,(shown|said|written))*)$"  # search.spoken.parse_by's values
 MAX_QUERY_CHARS = 500  # longer than any caption in the datasets read here; guards the text encoder
+RELOAD_SECONDS = 1.0  # how often `serve` looks for a newly published version of its index folder
 MAX_K = 100
 THUMBNAIL_CACHE = 1024  # JPEGs kept in memory (~5 KB each at 160 px)
 THUMBNAIL_SIZE = 240
@@ -108,6 +110,7 @@ class Health(BaseModel):
     model: str
     dim: int
     kind: str
+    version: str  # the published version of the index folder being served (`videotext.search.live`)
 
 
 class Problem(BaseModel):
@@ -123,6 +126,11 @@ def public_path(path: str | None, root: str | None) -> str | None:
     if root and file.is_absolute() and file.is_relative_to(root):
         return file.relative_to(root).as_posix()
     return file.name
+
+
+def _model_of(index: Any) -> tuple[str, str | None]:
+    """What decides the query model of an index: the model name and the run that built it."""
+    return index.model, index.meta.get("run_dir")
 
 
 def _load_searcher(index: Index, run_dir: str | Path | None, where: str | Path | None = None,
@@ -230,26 +238,41 @@ def token_matches(header: str | None, token: str) -> bool:
 def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, searcher: Any = None,
                max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS, precision: str | None = None,
                threads: int | None = None, token: str | None = None,
-               max_upload_bytes: int = MAX_UPLOAD_BYTES) -> FastAPI:
+               max_upload_bytes: int = MAX_UPLOAD_BYTES, reload_seconds: float = RELOAD_SECONDS) -> FastAPI:
     """The search app over the index folder `index_dir`.
 
     `searcher` answers `searcher.search(query, index, k)` with hits; by default the run that
     built the index (`index.meta["run_dir"]`, or `run_dir`) loaded with `load_model`
     (`precision`, `threads`: its inference settings, default the run config's). With `token`,
     every endpoint but the page and its static files needs `Authorization: Bearer token`.
+    Every `reload_seconds` the folder's published version is looked at: a new one (`index build`,
+    `--update`) is loaded whole in the background and swapped in between requests, each request
+    reading one version only (`videotext.search.live`); 0 serves the first version to the end.
     """
     if token is not None and not token.strip():
         raise VideoTextError("the access token is empty; choose a long random one (e.g. python -c "
                              "'import secrets; print(secrets.token_urlsafe(24))')")
-    index = Index.load(index_dir)
-    spoken = load_lines(index_dir)  # the text channels it was built with (--speech, --text)
-    searcher = searcher if searcher is not None else _load_searcher(index, run_dir, index_dir,
-                                                                    precision=precision, threads=threads)
+    given = searcher
+
+    def load_version(folder: Path, previous: Snapshot | None, version: str) -> Snapshot:
+        index = Index.load(folder)
+        spoken = load_lines(folder)  # the text channels it was built with (--speech, --text)
+        for lines in spoken.values():
+            lines.query_vector("warm")  # its sentence encoder loaded now, from this version's folder
+        if given is not None:
+            model = given
+        elif previous is not None and _model_of(previous.index) == _model_of(index):
+            model = previous.searcher
+        else:
+            model = _load_searcher(index, run_dir, folder, precision=precision, threads=threads)
+        return Snapshot(version, index, spoken, model, {"thumbnails": _Thumbnails()})
+
+    live = LiveIndex(index_dir, load_version, interval=reload_seconds).start()
     model_lock = threading.Lock()  # one query at a time through the model (HF fast tokenizers are not re-entrant)
-    thumbnails = _Thumbnails()
     app = FastAPI(title="videotext search", version="1", docs_url=None, redoc_url=None,
                   description="Search an index of videos with natural-language text.")
-    app.state.index, app.state.searcher = index, searcher
+    app.state.live = live
+    app.state.index, app.state.searcher = live.snapshot.index, live.snapshot.searcher  # the first version
     errors = {400: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}}
     if token is not None:
         errors[401] = {"model": Problem}
@@ -262,7 +285,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             return JSONResponse({"detail": "this server needs its access token: send 'Authorization: Bearer TOKEN'"},
                                 status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
-    def entry_for(entry_id: str, need_file: bool = True) -> Entry:
+    def entry_for(index: Any, entry_id: str, need_file: bool = True) -> Entry:
         if entry_id not in index:
             raise HTTPException(404, f"no indexed video or clip with id {entry_id!r}")
         entry = index.get(entry_id)
@@ -280,7 +303,10 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
 
     @app.get("/health", response_model=Health)
     def health() -> Health:
-        return Health(status="ok", entries=len(index), model=index.model, dim=index.dim, kind=index.kind)
+        snap = live.snapshot
+        index = snap.index
+        return Health(status="ok", entries=len(index), model=index.model, dim=index.dim, kind=index.kind,
+                      version=snap.version)
 
     @app.get("/search", response_model=SearchResponse, responses=errors)
     def search(
@@ -297,6 +323,8 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         text = q.strip()
         if not text:
             raise HTTPException(422, "q: the query is empty")
+        snap = live.snapshot  # one version for the whole request
+        index = snap.index
         if not len(index):
             return SearchResponse(query=text, k=k, results=[])
         options = {}
@@ -304,10 +332,10 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             parse_filter(where)  # a malformed filter is a 400 naming the position, before the model runs
             options["where"] = where
         with model_lock:
-            hits = search_by(searcher, index, spoken, text, k=k, by=by, fusion=fusion, **options)
-        return SearchResponse(query=text, k=k, results=results_of(hits))
+            hits = search_by(snap.searcher, index, snap.spoken, text, k=k, by=by, fusion=fusion, **options)
+        return SearchResponse(query=text, k=k, results=results_of(index, hits))
 
-    def results_of(hits: list) -> list[Result]:
+    def results_of(index: Any, hits: list) -> list[Result]:
         root = index.meta.get("root")
         results = []
         for h in hits:
@@ -323,7 +351,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
                 written=WrittenLine(**h.meta["written"]) if isinstance(h.meta.get("written"), dict) else None))
         return results
 
-    def like_options(where: Optional[str]) -> dict[str, Any]:
+    def like_options(searcher: Any, where: Optional[str]) -> dict[str, Any]:
         if not hasattr(searcher, "search_like"):
             raise HTTPException(400, "this server's searcher cannot search by example")
         if where is not None and where.strip():
@@ -337,11 +365,12 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
         k: int = Query(10, ge=1, le=max_k, description="Number of results."),
         where: Optional[str] = Query(None, max_length=2000, description="Metadata filter (as /search)."),
     ) -> SearchResponse:
-        entry_for(id, need_file=False)  # 404 for an unknown id
-        options = like_options(where)
+        snap = live.snapshot
+        entry_for(snap.index, id, need_file=False)  # 404 for an unknown id
+        options = like_options(snap.searcher, where)
         with model_lock:
-            hits = searcher.search_like(None, index, k=k, like_id=id, **options)
-        return SearchResponse(query=f"like:{id}", k=k, results=results_of(hits))
+            hits = snap.searcher.search_like(None, snap.index, k=k, like_id=id, **options)
+        return SearchResponse(query=f"like:{id}", k=k, results=results_of(snap.index, hits))
 
     @app.post("/search/like", response_model=SearchResponse, responses={**errors, 413: {"model": Problem}},
               openapi_extra={"requestBody": {"required": True, "content": {
@@ -355,7 +384,8 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
     ) -> SearchResponse:
         """The body is an image or a video (at most `max_upload_bytes`); it is decoded from a
         temporary file that is deleted before the answer, nothing is stored."""
-        options = like_options(where)
+        snap = live.snapshot
+        options = like_options(snap.searcher, where)
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max_upload_bytes:
             raise HTTPException(413, f"{filename}: {int(declared)} bytes is over the upload limit of "
@@ -372,21 +402,22 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
             path = save_upload(bytes(body), name, folder)
             def like_upload() -> list:
                 with model_lock:
-                    return searcher.search_like(path, index, k=k, **options)
+                    return snap.searcher.search_like(path, snap.index, k=k, **options)
 
             try:
                 hits = await run_in_threadpool(like_upload)
             except VideoTextError as exc:  # the message names the temporary file: name the upload instead
                 message = str(exc).replace(str(path), name).splitlines()[0]
                 raise HTTPException(400, message) from None
-        return SearchResponse(query=f"like:{name}", k=k, results=results_of(hits))
+        return SearchResponse(query=f"like:{name}", k=k, results=results_of(snap.index, hits))
 
     @app.get("/thumbnail/{entry_id:path}", responses={200: {"content": {"image/jpeg": {}}}, **errors},
              response_class=Response)
     def thumbnail(entry_id: str) -> Response:
-        entry = entry_for(entry_id)
+        snap = live.snapshot
+        entry = entry_for(snap.index, entry_id)
         try:
-            data = thumbnails.get(entry)
+            data = snap.extra["thumbnails"].get(entry)
         except (VideoTextError, OSError, ValueError, IndexError):  # the error names the server's path: not shown
             raise HTTPException(404, f"no frame could be read from {entry_id!r}") from None
         return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
@@ -394,7 +425,7 @@ def create_app(index_dir: str | Path, run_dir: str | Path | None = None, *, sear
     @app.get("/video/{entry_id:path}", responses={200: {"content": {"video/mp4": {}}}, 206: {"description": "Partial"},
                                              416: {"model": Problem}, **errors}, response_class=FileResponse)
     def video(entry_id: str, request: Request) -> FileResponse:
-        entry = entry_for(entry_id)
+        entry = entry_for(live.snapshot.index, entry_id)
         path = Path(entry.path)  # type: ignore[arg-type]
         if "range" in request.headers:
             _check_range(request.headers["range"], path.stat().st_size)
