@@ -5,6 +5,7 @@ and a command only pays for what it uses.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -528,8 +529,24 @@ def index_build(
                                                               "once a second, read where the picture changed "
                                                               "(docs/text.md)."),
     ocr_engine: str = typer.Option("rapidocr", "--ocr-engine", help="OCR engine for --text: rapidocr or tesseract."),
+    lock_timeout: float = typer.Option(600.0, "--lock-timeout", min=0.0,
+                                       help="Seconds to wait for another build or update of the same index to "
+                                            "finish (one writer at a time)."),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
+    from videotext.distributed import env_rank
+    from videotext.io import writer_lock
+
+    # the whole command (vectors, lines, then published) is one writer; under torchrun rank 0 writes
+    with writer_lock(out, "index build", lock_timeout) if env_rank() == 0 else contextlib.nullcontext():
+        _index_build(run_dir, source, out, features, update, window, stride, store, collection, precision, threads,
+                     speech, asr_engine, asr_model, text, ocr_engine)
+
+
+def _index_build(run_dir: Path, source: Path, out: Path, features: Optional[Path], update: bool,
+                 window: Optional[float], stride: Optional[float], store: str, collection: str,
+                 precision: Optional[str], threads: Optional[int], speech: bool, asr_engine: str,
+                 asr_model: Optional[str], text: bool, ocr_engine: str) -> None:
     from videotext.inference import load_model
     from videotext.search.build import features_folder
 

@@ -38,6 +38,11 @@ def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
+def env_rank() -> int:
+    """RANK set by torchrun (0 when not launched by it): known before the process group exists."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
 def is_initialized() -> bool:
     return dist.is_available() and dist.is_initialized()
 

@@ -36,6 +36,7 @@ from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
+from videotext.io import writer_lock
 from videotext.models.base import Method
 from videotext.models.registry import build_method, weights_loaded_after
 from videotext.runtime import autocast, network_precision, resolve_device, retain_freed_memory, set_threads
@@ -316,7 +317,7 @@ class LoadedModel:
     def build_index(self, source: str | Path | VideoTextDataset, out: str | Path | None = None,
                     features_dir: str | Path | None = None, progress: bool = True, update: bool = False,
                     window: float | None = None, stride: float | None = None, store: str = "faiss",
-                    collection: str = "videotext", publish: bool = True):
+                    collection: str = "videotext", publish: bool = True, lock_timeout: float = 600.0):
         """Embed every video of a manifest / folder and store them in a search index.
 
         `update=True` with an existing `out`: incremental: videos of `source` not yet in the
@@ -338,19 +339,23 @@ class LoadedModel:
         `publish`: mark the folder complete last (`videotext.search.live.publish`), which a running
         `serve` takes as its cue to swap the new version in; False when more is written after
         (the command line's `--speech` / `--text` lines), whose writer publishes then.
+        One build writes a folder at a time (`videotext.io.writer_lock`, `.NAME.lock` beside it): a
+        second waits up to `lock_timeout` seconds, saying for whom, then stops with one line.
 
         The steps are `videotext.search.build.build_index`'s, with this model passed in; under
         torchrun the same driver runs on every rank with its share of the videos."""
         if dist.env_world_size() > 1:
             self._join_ranks()
-        index, self.last_build = build_index(self, source, out, features_dir, progress, update, window, stride,
-                                             store, collection)
-        if out is not None and dist.is_main():
-            self.export_query_encoder(out)
-            if publish:
-                from videotext.search.live import publish as publish_folder
+        writes = out is not None and dist.is_main()
+        with writer_lock(out, "index build", lock_timeout) if writes else contextlib.nullcontext():
+            index, self.last_build = build_index(self, source, out, features_dir, progress, update, window, stride,
+                                                 store, collection)
+            if writes:
+                self.export_query_encoder(out)
+                if publish:
+                    from videotext.search.live import publish as publish_folder
 
-                publish_folder(out)
+                    publish_folder(out)
         return index
 
     def weights_stamp(self) -> str:

@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from videotext.errors import DataFormatError
+from videotext.errors import DataFormatError, VideoTextError
 
 
 @contextlib.contextmanager
@@ -197,3 +197,84 @@ def process_alive(pid: int) -> bool:
     except PermissionError:  # alive, owned by another user
         return True
     return True
+
+
+class LockTimeout(VideoTextError):
+    """Another process kept writing the same index or store for longer than the wait allowed."""
+
+
+_held_writer_locks: dict[str, int] = {}  # lock path -> nesting depth in this process
+
+
+def _describe(holder: dict[str, Any]) -> str:
+    return (f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} ({holder.get('command', '?')}, "
+            f"since {holder.get('started', '?')})")
+
+
+@contextlib.contextmanager
+def writer_lock(target: str | os.PathLike, what: str = "write", timeout: float = 600.0,
+                say: Any = None) -> Iterator[None]:
+    """One writer of `target` at a time, across processes: an advisory lock (flock) on
+    `.NAME.lock` beside it, which names its holder (pid, host, command, start). A second writer
+    says once whom it waits for (`say`, default stderr) and waits up to `timeout` seconds, then
+    raises LockTimeout naming the holder. The kernel drops a flock with its process, so a lock
+    left by a killed writer is free at once; its stale holder line is recognised and said.
+    Re-entrant within a process (a command that locks, then calls a builder that locks)."""
+    import socket
+    import sys
+
+    target = Path(target)
+    lock = target.parent / f".{target.name}.lock"
+    key = str(lock.resolve())
+    if key in _held_writer_locks:
+        _held_writer_locks[key] += 1
+        try:
+            yield
+        finally:
+            _held_writer_locks[key] -= 1
+        return
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock, "a+", encoding="utf-8")
+    try:
+        deadline, waiting = time.monotonic() + max(0.0, timeout), False
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _read_holder(lock)
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(f"{target}: another {what} is under way ({_describe(holder)}); waited "
+                                      f"{timeout:.0f} s. Run again when it has finished (or stop that process)")
+                if not waiting:
+                    say(f"{target}: waiting for {_describe(holder)} to finish its {what}")
+                    waiting = True
+                time.sleep(0.2)
+        stale = _read_holder(lock)
+        if stale.get("pid") and not process_alive(int(stale["pid"])):
+            say(f"{target}: the last {what} ({_describe(stale)}) ended without finishing; taking over")
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:200],
+                                 "started": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+        handle.flush()
+        _held_writer_locks[key] = 1
+        try:
+            yield
+        finally:
+            del _held_writer_locks[key]
+            handle.seek(0)
+            handle.truncate()  # released cleanly: no holder left to call stale
+            handle.flush()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    finally:
+        handle.close()
+
+
+def _read_holder(lock: Path) -> dict[str, Any]:
+    try:
+        holder = json.loads(lock.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
