@@ -586,6 +586,25 @@ def _index_build(run_dir: Path, source: Path, out: Path, features: Optional[Path
                    f"(encoded again), {len(plan.gone)} deleted, {len(plan.keep)} entries kept as they were")
 
 
+@index_app.command("check")
+@user_errors
+def index_check(
+    index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
+    source: Optional[Path] = typer.Argument(None, help="The folder or manifest to compare with (default: the "
+                                                       "folder the index was built from)."),
+) -> None:
+    """Check an index against its source without changing anything: damaged files, the run behind it,
+    and what `index build --update` would add, encode again and drop. Exit 0: up to date; 1: an
+    update would change it, or a problem was found; 2: the folder cannot be read."""
+    from videotext.search.check import check_index
+
+    report = check_index(index, source, progress=True)
+    for line in report.lines():
+        typer.echo(line)
+    if not report.current:
+        raise typer.Exit(1)
+
+
 @app.command()
 @user_errors
 def search(

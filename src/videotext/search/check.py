@@ -1,0 +1,90 @@
+"""`videotext index check INDEX [SOURCE]`: an index against its sources, changing nothing.
+
+It reads the folder whole (a damaged file is one error naming it: the vectors, entries and
+metadata are checked against each other as `open_index` loads them), looks for the run that
+built it and for its exported query encoder, and compares the entries with the source's files
+(by their content fingerprints, as an update does, `plan_index`) to say what `index build
+--update` would add, encode again and drop. No file is written: not the index, not the feature
+store, not the marker.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source
+from videotext.search.index import open_index
+from videotext.search.live import published_version
+from videotext.search.query_encoder import QUERY_FOLDER, exported_encoder
+
+
+@dataclass
+class IndexReport:
+    """What `check_index` found."""
+
+    folder: Path
+    version: str | None  # the published version; None when none is marked
+    entries: int
+    videos: int
+    model: str
+    source: str | None
+    plan: IndexPlan | None
+    unchanged: int = 0  # videos whose entries an update keeps
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def current(self) -> bool:
+        """No problem, and an update would change nothing."""
+        return not self.problems and self.plan is not None and not (self.plan.add or self.plan.remove)
+
+    def lines(self) -> list[str]:
+        out = [f"{self.folder}: {self.entries} entries of {self.videos} videos, model {self.model!r}, "
+               f"version {self.version or 'not published'}"]
+        out += [f"problem: {p}" for p in self.problems] + self.notes
+        if self.plan is not None:
+            plan = self.plan
+            new = len(plan.add) - len(plan.changed)
+            out.append(f"source {self.source}: {new} new, {len(plan.changed)} changed in place, {len(plan.gone)} "
+                       f"deleted, {self.unchanged} unchanged")
+            out.append("up to date" if not (plan.add or plan.remove) else
+                       f"`index build --update` would add {new} videos, encode {len(plan.changed)} again and drop "
+                       f"{len(plan.remove)} entries")
+        return out
+
+
+def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = None,
+                progress: bool = False) -> IndexReport:
+    """Check the index folder `folder` against `source` (default: the folder it was built from)."""
+    folder = Path(folder)
+    index = open_index(folder)
+    entries = index.entries()
+    report = IndexReport(folder, published_version(folder), len(entries), len({e.video_id for e in entries}),
+                         index.model, None, None)
+    run_dir = index.meta.get("run_dir")
+    if not run_dir:
+        report.problems.append("the index does not name the run that built it; searching it needs --run RUN_DIR")
+    elif not (Path(run_dir) / "checkpoints").is_dir():
+        report.problems.append(f"the run that built it, {run_dir}, is gone; searching it needs --run RUN_DIR")
+    if (folder / QUERY_FOLDER).exists() and exported_encoder(folder) is None:
+        report.problems.append(f"{folder / QUERY_FOLDER}: a damaged query encoder export; the next build writes it anew")
+    elif exported_encoder(folder) is None:
+        report.notes.append("no exported query encoder: a query loads torch (methods that re-score, or an older build)")
+    given = source if source is not None else index.meta.get("root")
+    if given is None:
+        report.notes.append("no source folder recorded (built from a manifest): pass SOURCE to compare")
+        return report
+    if not Path(given).exists():
+        report.problems.append(f"the source {given} is not there")
+        return report
+    dataset = read_source(given)
+    prints = fingerprint_videos(dataset, entries, None, progress)
+    report.source = str(given)
+    report.plan = plan_index(dataset, entries, prints, index.meta.get("pending", ()))
+    kept = set(report.plan.keep)
+    report.unchanged = len({e.video_id for e in entries if e.id in kept})
+    if index.meta.get("pending"):
+        report.problems.append(f"an update did not finish ({len(index.meta['pending'])} videos pending); "
+                               "`index build --update` writes them again")
+    return report
