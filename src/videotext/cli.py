@@ -65,6 +65,16 @@ def user_errors(command: Callable) -> Callable:
         except VideoTextError as exc:
             typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
             raise typer.Exit(2) from None
+        except Exception as exc:  # noqa: BLE001 - only a write that found no room is turned into a line
+            from videotext.io import out_of_space
+
+            if not out_of_space(exc):
+                raise
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+            typer.secho(f"error: no room to write ({first}). Free some space and run the command again: indexes, "
+                        "features and checkpoints are replaced only once written whole, so the previous ones are "
+                        "kept and the rerun resumes", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2) from None
 
     return wrapper
 

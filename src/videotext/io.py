@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import re
 import json
 import os
 import tempfile
@@ -278,3 +280,40 @@ def _read_holder(lock: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return holder if isinstance(holder, dict) else {}
+
+
+# what the writers say when a write hits a full disk, a quota or a file-size limit: Python's OSError
+# (ENOSPC, EFBIG, EDQUOT), and the messages of libraries that wrap it (FAISS, HDF5, safetensors,
+# torch.save's zip writer, numpy's short write)
+_NO_SPACE = re.compile(r"No space left|File too large|Disk quota|errno = (27|28|122)\b|os error (27|28|122)\b|"
+                       r"requested and \d+ written|unexpected pos \d+ vs \d+|index_write\.cpp")
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether `exc` is a write that found no room (a full disk, a quota, a file-size limit)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return True
+    return bool(_NO_SPACE.search(str(exc)))
+
+
+H5_OVERHEAD = 64 * 1024  # an HDF5 file's header, groups and attributes, generously
+
+
+def ensure_room(path: str | os.PathLike, nbytes: int) -> None:
+    """Raise OSError (EFBIG or ENOSPC, naming `path`) when a file of about `nbytes` cannot be
+    written at `path`: over this process's file-size limit (RLIMIT_FSIZE) or the free space of its
+    file system. Called before HDF5 writes, whose library does not recover from a failed write
+    (the process was seen to crash with SIGSEGV), so that a full disk is one error line."""
+    import resource
+
+    path = Path(path)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and nbytes > limit:
+        raise OSError(errno.EFBIG, f"File too large: about {nbytes} bytes to write, over the file-size limit of "
+                                   f"{limit} bytes", str(path))
+    folder = path if path.is_dir() else path.parent
+    stats = os.statvfs(folder)
+    free = stats.f_bavail * stats.f_frsize
+    if nbytes > free:
+        raise OSError(errno.ENOSPC, f"No space left on device: about {nbytes} bytes to write, {free} free",
+                      str(path))

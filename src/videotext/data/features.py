@@ -51,7 +51,7 @@ import h5py
 import numpy as np
 
 from videotext.errors import DataFormatError
-from videotext.io import atomic_path, file_lock, process_alive, write_json
+from videotext.io import H5_OVERHEAD, atomic_path, ensure_room, file_lock, process_alive, write_json
 
 FORMAT = "videotext-features"
 VERSION = 1
@@ -363,6 +363,7 @@ class FeatureWriter:
             peak = max(peak, float(np.abs(features).max()) if features.size else 0.0)
         store_dtype = "float32" if self.dtype == "float16" and peak > FLOAT16_MAX else self.dtype
         target = self._new_part()
+        ensure_room(target, H5_OVERHEAD + rows * (self.dim * np.dtype(store_dtype).itemsize + 8))
         with atomic_path(target) as tmp:
             with h5py.File(tmp, "w") as handle:
                 self._write_header(handle)
@@ -391,6 +392,8 @@ class FeatureWriter:
         if not self.buffer:
             return None
         target = self._new_part()
+        ensure_room(target, H5_OVERHEAD + sum(np.asarray(f).size * 4 + np.asarray(t).size * 8 + 4096
+                                              for _, f, t, _ in self.buffer))
         with atomic_path(target) as tmp:
             with h5py.File(tmp, "w") as handle:
                 self._write_header(handle)
@@ -418,6 +421,8 @@ class FeatureWriter:
                 return 0
             main = self.store.path(self.expert)
             merged = 0
+            ensure_room(main, H5_OVERHEAD + (main.stat().st_size if main.is_file() else 0)
+                        + sum(part.stat().st_size for part in parts))
             with atomic_path(main) as tmp:
                 if main.is_file():
                     shutil.copyfile(main, tmp)
@@ -471,6 +476,7 @@ def _rewrite_without(path: Path, names: set[str]) -> int:
         present = [name for name in handle.keys() if name in names]
     if not present:
         return 0
+    ensure_room(path, H5_OVERHEAD + path.stat().st_size)
     with atomic_path(path) as tmp:
         with open_h5(path) as src, h5py.File(tmp, "w") as dst:
             dst.attrs.update(dict(src.attrs))
