@@ -1,0 +1,146 @@
+"""Kill -9 anywhere: a long job killed at random moments, then run again, ends equal to an
+uninterrupted run, with nothing to clean by hand.
+
+Each job runs as `videotext …` in its own process group; SIGKILL goes to the whole group (the
+decoding workers too) at moments drawn (seeded) over the uninterrupted run's duration. After each
+kill the same command runs to the end and its result is compared with the uninterrupted one:
+features within 1e-6, the same index entries and ids, the same scores. The default suite kills
+each job once, early in its run; the `slow` version at 8 moments over the whole run.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from videotext.data.features import FeatureStore
+from videotext.search import Index
+
+CLI = [sys.executable, "-m", "videotext.cli"]
+
+
+def run(args: list[str], kill_after: float | None = None) -> float:
+    """Run the command to its end (returns its wall time), or SIGKILL its process group after
+    `kill_after` seconds (returns the moment, or -1 when it had already ended)."""
+    started = time.monotonic()
+    process = subprocess.Popen(CLI + args, stdout=subprocess.DEVNULL, text=True, start_new_session=True,
+                               stderr=subprocess.PIPE if kill_after is None else subprocess.DEVNULL)
+    if kill_after is None:
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+        return time.monotonic() - started
+    try:
+        process.wait(timeout=kill_after)
+        return -1.0
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return kill_after
+
+
+def features_of(folder: Path, experts: list[str]) -> dict[tuple[str, str], np.ndarray]:
+    store = FeatureStore(folder)
+    return {(e, k): store.get(e, k)[0] for e in experts for k in store.keys(e)}
+
+
+def scores_of(folder: Path) -> tuple[list[str], np.ndarray]:
+    """The entry ids, and each entry's vector scored against fixed probes (the vectors, compared)."""
+    index = Index.load(folder)
+    ids = sorted(e.id for e in index.entries())
+    probes = np.random.default_rng(0).standard_normal((4, index.dim)).astype(np.float32)
+    table = np.zeros((len(probes), len(ids)), np.float32)
+    for row, probe in enumerate(probes):
+        for hit in index.search_one(probe, len(ids)):
+            table[row, ids.index(hit.id)] = hit.score
+    return ids, table
+
+
+def moments(total: float, count: int, seed: int) -> list[float]:
+    """`count` moments over the job's run (the default suite's one kill: early enough to land)."""
+    rng = random.Random(seed)
+    return sorted(rng.uniform(0.2 * total, (0.6 if count == 1 else 0.95) * total) for _ in range(count))
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory) -> Path:
+    from videotext.data.synthetic import synthesize
+
+    root = tmp_path_factory.mktemp("kill_videos")
+    synthesize(root, num_videos=8, seed=11, progress=False)
+    return root
+
+
+def kill_extraction(videos: Path, work: Path, kills: int) -> list[float]:
+    experts = ["appearance", "motion", "audio"]
+    args = lambda out: ["extract", str(videos / "manifest.json"), "-o", str(out), "--experts", ",".join(experts)]  # noqa: E731
+    total = run(args(work / "reference"))
+    reference = features_of(work / "reference", experts)
+    assert len(reference) == 8 * 3
+    killed_at = []
+    for number, moment in enumerate(moments(total, kills, seed=1)):
+        out = work / f"killed{number}"
+        killed_at.append(run(args(out), kill_after=moment))
+        run(args(out))  # the rerun: nothing cleaned by hand
+        again = features_of(out, experts)
+        assert again.keys() == reference.keys()
+        assert max(float(np.abs(again[k] - reference[k]).max()) for k in reference) <= 1e-6
+    return killed_at
+
+
+def kill_index_build(run_dir: Path, videos: Path, work: Path, kills: int, update: bool) -> list[float]:
+    folder = videos / "videos"
+    args = lambda out: ["index", "build", str(run_dir), str(folder), "-o", str(out), *(["--update"] if update else [])]  # noqa: E731
+    run(["index", "build", str(run_dir), str(folder), "-o", str(work / "warm")])  # the run's query encoder exported once
+    base = work / "base"
+    if update:  # an index of six of the eight videos, updated to all eight
+        subset = work / "subset"
+        subset.mkdir()
+        for path in sorted(folder.glob("*.mp4"))[:6]:
+            shutil.copy(path, subset / path.name)
+        run(["index", "build", str(run_dir), str(subset), "-o", str(base)])
+    reference = work / "reference"
+    if update:
+        shutil.copytree(base, reference)
+        shutil.copytree(base.with_name(base.name + ".features"), reference.with_name(reference.name + ".features"))
+    total = run(args(reference))
+    ids, table = scores_of(reference)
+    assert len(ids) == 8
+    killed_at = []
+    for number, moment in enumerate(moments(total, kills, seed=2)):
+        out = work / f"killed{number}"
+        if update:
+            shutil.copytree(base, out)
+            shutil.copytree(base.with_name(base.name + ".features"), out.with_name(out.name + ".features"))
+        killed_at.append(run(args(out), kill_after=moment))
+        run(args(out))
+        again_ids, again = scores_of(out)
+        assert again_ids == ids
+        assert float(np.abs(again - table).max()) <= 1e-6
+    return killed_at
+
+
+@pytest.mark.parametrize("job", ["extract", "index build", "index build --update"])
+def test_killed_jobs_finish_equal_to_an_uninterrupted_run(job, videos, conse_run, tmp_path):
+    if job == "extract":
+        killed = kill_extraction(videos, tmp_path, kills=1)
+    else:
+        killed = kill_index_build(conse_run, videos, tmp_path, kills=1, update=job.endswith("--update"))
+    assert killed[0] > 0  # the kill landed while the job ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", ["extract", "index build", "index build --update"])
+def test_killed_jobs_at_eight_moments(job, videos, conse_run, tmp_path):
+    if job == "extract":
+        killed = kill_extraction(videos, tmp_path, kills=8)
+    else:
+        killed = kill_index_build(conse_run, videos, tmp_path, kills=8, update=job.endswith("--update"))
+    assert sum(moment > 0 for moment in killed) >= 6
