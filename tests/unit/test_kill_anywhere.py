@@ -127,20 +127,18 @@ def kill_index_build(run_dir: Path, videos: Path, work: Path, kills: int, update
     return killed_at
 
 
+def kill(job: str, videos: Path, run_dir: Path, work: Path, kills: int) -> list[float]:
+    if job == "extract":
+        return kill_extraction(videos, work, kills)
+    return kill_index_build(run_dir, videos, work, kills, update=job.endswith("--update"))
+
+
 @pytest.mark.parametrize("job", ["extract", "index build", "index build --update"])
 def test_killed_jobs_finish_equal_to_an_uninterrupted_run(job, videos, conse_run, tmp_path):
-    if job == "extract":
-        killed = kill_extraction(videos, tmp_path, kills=1)
-    else:
-        killed = kill_index_build(conse_run, videos, tmp_path, kills=1, update=job.endswith("--update"))
-    assert killed[0] > 0  # the kill landed while the job ran
+    assert kill(job, videos, conse_run, tmp_path, kills=1)[0] > 0  # the kill landed while the job ran
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("job", ["extract", "index build", "index build --update"])
 def test_killed_jobs_at_eight_moments(job, videos, conse_run, tmp_path):
-    if job == "extract":
-        killed = kill_extraction(videos, tmp_path, kills=8)
-    else:
-        killed = kill_index_build(conse_run, videos, tmp_path, kills=8, update=job.endswith("--update"))
-    assert sum(moment > 0 for moment in killed) >= 6
+    assert sum(moment > 0 for moment in kill(job, videos, conse_run, tmp_path, kills=8)) >= 6
