@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import socket
@@ -30,12 +29,12 @@ import numpy as np
 
 def request_paths(index_dir: Path, n: int, seed: int = 0) -> list[str]:
     """The request mix: search by stored captions, thumbnails of stored ids, health."""
+    from videotext.search import Index
+
     ids, captions = [], []
-    with open(index_dir / "entries.jsonl", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            ids.append(row["id"])
-            captions.extend(row.get("meta", {}).get("captions") or [])
+    for entry in Index.load(index_dir).entries():  # any index format (entries.parquet, or the older JSON lines)
+        ids.append(entry.id)
+        captions.extend(entry.meta.get("captions") or [])
     captions = captions or ["a red circle moves to the left"]
     rng = random.Random(seed)
     paths = []
