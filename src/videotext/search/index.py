@@ -586,7 +586,14 @@ def open_index(path: str | os.PathLike) -> "Index | MilvusIndex":
         if isinstance(settings, dict) and settings.get("store") == MILVUS_STORE:
             return MilvusIndex.from_settings(settings)
     with _gc_paused():  # 10^6 new Entry objects would set off ~100 full collections: 2.3x slower
-        return Index._load(Path(path))
+        try:
+            return Index._load(Path(path))
+        except DataFormatError as exc:  # a damaged file: the one line names it and the way back
+            raise DataFormatError(exc.path, exc.key, f"{exc.problem}; {REBUILD.format(folder=path)}") from None
+
+
+REBUILD = ("rebuild the index with `videotext index build RUN SOURCE -o {folder}` (the features already "
+           "extracted are reused) or restore the folder from a copy")
 
 
 def new_index(dim: int, model: str, store: str = "faiss", collection: str = DEFAULT_COLLECTION,
