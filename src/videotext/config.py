@@ -366,7 +366,9 @@ def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     here = path.resolve()

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from videotext import distributed as dist
-from videotext.config import load_config
+from videotext.config import ConfigError, load_config
 from videotext.data.experts import expert_class, extract_features, options_from_config
 from videotext.data.experts.settings import ExtractionSettings
 from videotext.data.features import FeatureStore
@@ -487,7 +487,11 @@ def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "aut
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise VideoTextError(f"{run_dir}: not a run directory (no config.yaml)")
-    config = load_config(config_path)
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:  # a run's own config, written by `train`: damaged, not mistyped
+        raise ConfigError(f"{exc}; restore {config_path} from a copy, or let `videotext train CONFIG --resume "
+                          f"-o {run_dir}` write it again (the checkpoints are kept)") from None
     set_threads(config.inference.threads if threads is None else threads)
     retain_freed_memory()
     folder = run_dir / "checkpoints" / checkpoint

@@ -53,26 +53,57 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
             os.fsync(handle.fileno())
 
 
-def read_json_lines(path: str | os.PathLike) -> list[Any]:
+def read_json_lines(path: str | os.PathLike, remedy: str | None = None) -> list[Any]:
     """Every JSON line of an append-only log (metrics.jsonl, failures.jsonl); [] when the file is
-    missing. A torn last line (the writer was killed mid-line) is skipped with a warning; a bad
-    line before the last is damage, not a torn write, and raises a DataFormatError naming it."""
+    missing. A torn last line (the writer was killed mid-line: no newline after it) is skipped with
+    a warning. Any other line that is not JSON, not UTF-8 or holds NUL bytes is damage, not a torn
+    write: a DataFormatError naming the file and line, with `remedy` (the way back) appended."""
     path = Path(path)
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = len(lines) - 1 if lines[-1].strip() else None  # text after the last newline
     out = []
-    for index, line in enumerate(lines):
-        if not line.strip():
+    for index, raw in enumerate(lines):
+        if not raw.strip():
             continue
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if index != last:
-                raise DataFormatError(path, f"line {index + 1}", f"not a JSON line: {exc}") from None
-            warnings.warn(f"{path}:{index + 1}: torn last line skipped", stacklevel=2)
+            if b"\0" in raw:
+                raise ValueError("NUL bytes where text was written")
+            out.append(json.loads(raw.decode("utf-8")))
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+            if index == torn and b"\0" not in raw and _is_utf8(raw):
+                warnings.warn(f"{path}:{index + 1}: torn last line skipped", stacklevel=2)
+                continue
+            problem = f"damaged: line {index + 1} is not a JSON line ({' '.join(str(exc).split())[:120]})"
+            raise DataFormatError(path, None, problem + (f"; {remedy}" if remedy else "")) from None
     return out
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def append_json_line(path: str | os.PathLike, record: Any, sync: bool = False) -> None:
+    """Append one JSON line. A line torn by a killed writer (no newline at the end of the file)
+    is closed first, so it stays one torn line and never swallows the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab+") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        head = b""
+        if end:
+            handle.seek(end - 1)
+            head = b"" if handle.read(1) == b"\n" else b"\n"
+        handle.write(head + json.dumps(record, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+        handle.flush()
+        if sync:
+            os.fsync(handle.fileno())
 
 
 def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
@@ -125,8 +156,8 @@ class FailureLog:
             **extra,
             "run": self.run,
         }
-        with file_lock(self._lock_path), open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        with file_lock(self._lock_path):
+            append_json_line(self.path, entry)
         self.count += 1
 
     def resolve(self, item: str, expert: str | None = None) -> None:
@@ -166,7 +197,8 @@ class FailureLog:
         """The file's non-empty lines and each parsed (None where it is not a JSON object with an item)."""
         if not self.path.exists():
             return [], []
-        lines = [line.rstrip("\n") for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        text = self.path.read_bytes().decode("utf-8", errors="replace")  # a damaged log is kept, not fatal
+        lines = [line.rstrip("\n") for line in text.splitlines() if line.strip()]
         entries: list[dict | None] = []
         for line in lines:
             try:

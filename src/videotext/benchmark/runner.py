@@ -25,6 +25,7 @@ import torch
 
 from videotext.benchmark.definition import BenchmarkDef, DataDef, RowDef
 from videotext.config import ConfigError, load_config, parse_value
+from videotext.errors import DataFormatError
 from videotext.data.experts import extract_features
 from videotext.data.schema import VideoTextDataset
 from videotext.data.synthetic import synthesize
@@ -34,7 +35,7 @@ from videotext.eval.evaluate import Encoded, caption_texts, metric_directions, q
 from videotext.eval.protocols import evaluate_split
 from videotext.eval.rescore import rescore as rescore_matrix
 from videotext.eval.relevance import dataset_caption_relevance
-from videotext.io import process_alive, write_json
+from videotext.io import append_json_line, process_alive, write_json
 from videotext.train.schedules import depends_on_budget
 from videotext.train.trainer import Trainer, read_metrics_log
 
@@ -211,13 +212,27 @@ def _test_metrics(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metric_directions(result).items()}
 
 
+def read_record(path: Path) -> dict[str, Any]:
+    """One run's record; a damaged one is a DataFormatError naming it and the way back."""
+    try:
+        record = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problem = f"damaged record, not JSON ({' '.join(str(exc).split())[:100]})"
+    else:
+        if isinstance(record, dict) and isinstance(record.get("results"), dict):
+            return record
+        problem = "damaged record, not a run's record (no results)"
+    raise DataFormatError(path, None, f"{problem}; delete it and run `videotext benchmark run` again: that run is "
+                          f"tested again from its checkpoints, or trained again where they are gone")
+
+
 def finished_record(record_file: Path, budget: int) -> dict[str, Any] | None:
     """The run's record if it finished with `budget` epochs. A record of another budget is not
     finished: the run continues from its last checkpoint to the new budget (early-stopped runs
     stay stopped) where its schedule allows it (`depends_on_budget`)."""
     if not record_file.exists():
         return None
-    record = json.loads(record_file.read_text(encoding="utf-8"))
+    record = read_record(record_file)
     return record if record.get("epochs") == budget else None
 
 
@@ -234,7 +249,7 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
     row_config = load_config(row.config, list(row.set))
     if record_file.exists() and (folder / "checkpoints" / "last").exists() and depends_on_budget(row_config.schedule):
         raise ConfigError(
-            f"{record_file}: finished with {json.loads(record_file.read_text(encoding='utf-8'))['epochs']} epochs, "
+            f"{record_file}: finished with {read_record(record_file)['epochs']} epochs, "
             f"the row now asks for {budget}, and its schedule.decay={row_config.schedule.decay!r} depends on the "
             f"budget: delete {folder} and the record to train it anew")
     data = bench.row_data(row)
@@ -334,6 +349,5 @@ def run_benchmark(bench: BenchmarkDef, out: Path, data_root: Path, rows: list[st
 def _record_failure(out: Path, name: str, exc: Exception) -> None:
     log.error("benchmark run %s failed: %s", name, exc)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "failures.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"run": name, "error": f"{type(exc).__name__}: {exc}",
-                                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    append_json_line(out / "failures.jsonl", {"run": name, "error": f"{type(exc).__name__}: {exc}",
+                                               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

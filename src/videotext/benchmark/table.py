@@ -18,7 +18,7 @@ import numpy as np
 import yaml
 
 from videotext.benchmark.definition import BenchmarkDef, RowDef
-from videotext.benchmark.runner import LOCK, plan, record_path, run_dir
+from videotext.benchmark.runner import LOCK, plan, read_record, record_path, run_dir
 from videotext.eval.compare import paired_difference
 from videotext.eval.rescore import RESCORERS
 from videotext.eval.report.html import cell
@@ -38,7 +38,7 @@ def load_records(bench: BenchmarkDef, results: Path) -> dict[str, dict[int, dict
         for seed in bench.seeds:
             path = record_path(results, row, seed)
             if path.exists():
-                found.setdefault(row.name, {})[seed] = json.loads(path.read_text(encoding="utf-8"))
+                found.setdefault(row.name, {})[seed] = read_record(path)
     return found
 
 

@@ -79,7 +79,9 @@ def open_h5(path: Path, mode: str = "r") -> h5py.File:
     try:
         return h5py.File(path, mode)
     except OSError as exc:
-        raise DataFormatError(path, None, f"cannot open HDF5 file ({exc})") from None
+        raise DataFormatError(path, None, f"damaged feature file, cannot open it as HDF5 ({exc}); delete it and run "
+                              f"the extraction again (`videotext extract`, or `videotext index build`, which "
+                              f"extracts what is missing): only the videos it held are extracted again") from None
 
 
 class FeatureStore:

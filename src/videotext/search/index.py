@@ -584,12 +584,49 @@ def open_index(path: str | os.PathLike) -> "Index | MilvusIndex":
         except (OSError, ValueError):
             settings = {}
         if isinstance(settings, dict) and settings.get("store") == MILVUS_STORE:
-            return MilvusIndex.from_settings(settings)
+            return _open_milvus(Path(path), settings)
     with _gc_paused():  # 10^6 new Entry objects would set off ~100 full collections: 2.3x slower
         try:
             return Index._load(Path(path))
         except DataFormatError as exc:  # a damaged file: the one line names it and the way back
             raise DataFormatError(exc.path, exc.key, f"{exc.problem}; {REBUILD.format(folder=path)}") from None
+
+
+@contextlib.contextmanager
+def _quiet(*loggers: str) -> Iterator[None]:
+    """Silence these loggers for a moment (the error they would log is raised as one line)."""
+    import logging
+
+    saved = [(logging.getLogger(name), logging.getLogger(name).level) for name in loggers]
+    for logger, _ in saved:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in saved:
+            logger.setLevel(level)
+
+
+def _open_milvus(path: Path, settings: dict) -> "MilvusIndex":
+    """The Milvus collection an index folder names. Milvus Lite keeps its data in files on this
+    machine: what it cannot read there is damage, said in one line with the way back."""
+    location = str(settings.get("location", ""))
+    remedy = REBUILD.format(folder=f"{path} --store {location}")
+    with contextlib.suppress(ImportError):  # configures its loggers as it imports: before quieting them
+        import pymilvus  # noqa: F401
+    try:
+        with _quiet("pymilvus", "milvus_lite"):  # their loggers print the same error as a traceback
+            return MilvusIndex.from_settings(settings)
+    except DataFormatError as exc:
+        raise DataFormatError(exc.path, exc.key, f"{exc.problem}; {remedy}") from None
+    except VideoTextError:
+        raise
+    except Exception as exc:  # pymilvus's MilvusException (and gRPC errors) carry Milvus's message
+        message = " ".join(str(getattr(exc, "message", None) or exc).split())[:300]
+        if location.startswith("milvus:"):
+            raise DataFormatError(location.removeprefix("milvus:"), None,
+                                  f"damaged Milvus Lite data ({message}); {remedy}") from None
+        raise VideoTextError(f"Milvus at {location}: {message}") from None
 
 
 REBUILD = ("rebuild the index with `videotext index build RUN SOURCE -o {folder}` (the features already "

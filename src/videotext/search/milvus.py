@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from videotext.errors import VideoTextError
+from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import write_json
 from videotext.search.filters import parse_filter, to_milvus
 from videotext.search.entries import FORMAT, Entry, Hit, as_matrix
@@ -319,7 +319,8 @@ class MilvusIndex:
             raise VideoTextError(f"{target}: exists and is not an index folder; refusing to overwrite it")
         self._client.flush(self.collection)
         target.mkdir(parents=True, exist_ok=True)
-        write_json(target / "index.json", self.settings())  # atomic: the folder names the old store or the new one
+        # atomic: the folder names the old store or the new one; the count lets an open see lost rows
+        write_json(target / "index.json", {**self.settings(), "count": len(self)})
         return target
 
     def settings(self) -> dict[str, Any]:
@@ -335,6 +336,10 @@ class MilvusIndex:
                     create=False)
         index.meta = dict(settings.get("meta") or {})
         index.part_names = tuple(settings.get("part_names") or ())
+        if "count" in settings and len(index) != int(settings["count"]):  # e.g. Milvus Lite fell back to an older manifest
+            raise DataFormatError(client_uri(index.location), None, f"collection {index.collection!r} holds {len(index)} "
+                                  f"entries; the index folder recorded {settings['count']} (its data is damaged or "
+                                  f"was changed by another program)")
         return index
 
     def close(self) -> None:

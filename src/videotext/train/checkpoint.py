@@ -4,12 +4,16 @@
     checkpoints/<name>/state.pt            optimizer, scheduler, RNG states, counters
     checkpoints/<name>/meta.json           method name, step, epoch, metrics (human-readable)
 
-A checkpoint folder is written beside its final place and renamed into it, so a crash
-leaves the previous checkpoint intact and never a half-written one.
+A checkpoint folder is written beside its final place (its files synced to disk) and renamed into
+it, so a crash leaves the previous checkpoint intact and never a half-written one: a kill between
+setting the old folder aside and renaming the new one in is undone at the next read
+(`recover_checkpoint`). A file that is there but cannot be read is a `DataFormatError` naming it
+and the way back.
 """
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -20,7 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from videotext.errors import VideoTextError
+from videotext.errors import DataFormatError, VideoTextError
 
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"
@@ -43,45 +47,96 @@ def save_checkpoint(folder: str | Path, model: torch.nn.Module, meta: dict[str, 
     """Write weights (+ training state) into `folder` atomically."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
+    recover_checkpoint(folder)
+    for stale in folder.parent.glob(f".{folder.name}.*"):  # left by a writer killed mid-save
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         save_file(model_tensors(model), str(tmp / WEIGHTS), metadata={"format": "videotext"})
         if state is not None:
             torch.save(state, tmp / STATE)
         (tmp / META).write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
+        for path in tmp.iterdir():
+            _fsync(path)
         old = folder.with_name(f".{folder.name}.old")
         if folder.exists():
-            shutil.rmtree(old, ignore_errors=True)
             folder.rename(old)
         tmp.rename(folder)
+        _fsync(folder.parent)
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a folder's entries') content to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def recover_checkpoint(folder: str | Path) -> Path:
+    """Undo a save killed between setting the old folder aside (`.NAME.old`) and renaming the new
+    one in: the old folder, whole, goes back in place."""
+    folder = Path(folder)
+    old = folder.with_name(f".{folder.name}.old")
+    if not folder.exists() and (old / WEIGHTS).is_file():
+        old.rename(folder)
+    return folder
+
+
+def damaged(path: Path, exc: BaseException) -> DataFormatError:
+    """A checkpoint file that is there but cannot be read: the error names it and the way back."""
+    folder = path.parent
+    run_dir = folder.parent.parent
+    other = "last" if folder.name == "best" else "best"
+    return DataFormatError(path, None, f"damaged checkpoint file, cannot be read ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); restore {folder} from a "
+                           f"copy, use the other checkpoint (`--checkpoint {other}`), or train the run again "
+                           f"(`videotext train CONFIG -o {run_dir}`)")
+
+
 def load_weights(folder: str | Path, model: torch.nn.Module, strict: bool = True) -> dict[str, list[str]]:
     """Load `model.safetensors` into `model`; returns the missing / unexpected keys."""
-    path = Path(folder) / WEIGHTS
-    if not path.is_file():
-        raise VideoTextError(f"{path}: checkpoint weights not found")
-    tensors = load_file(str(path))
-    result = model.load_state_dict(tensors, strict=strict)
+    result = model.load_state_dict(read_weights(folder), strict=strict)
     return {"missing": list(result.missing_keys), "unexpected": list(result.unexpected_keys)}
 
 
+def read_weights(folder: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint's `model.safetensors`."""
+    path = recover_checkpoint(folder) / WEIGHTS
+    if not path.is_file():
+        raise VideoTextError(f"{path}: checkpoint weights not found")
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors' header and size checks: truncated, zeroed or garbage
+        raise damaged(path, exc) from None
+
+
 def load_state(folder: str | Path) -> dict[str, Any]:
-    path = Path(folder) / STATE
+    path = recover_checkpoint(folder) / STATE
     if not path.is_file():
         raise VideoTextError(f"{path}: training state not found (cannot resume from this checkpoint)")
-    return torch.load(path, map_location="cpu", weights_only=False)  # our own file
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)  # our own file
+    except Exception as exc:  # a zip archive cut short, zeroed or replaced: torch raises several types
+        raise damaged(path, exc) from None
 
 
 def load_meta(folder: str | Path) -> dict[str, Any]:
-    path = Path(folder) / META
+    path = recover_checkpoint(folder) / META
     if not path.is_file():
         raise VideoTextError(f"{path}: checkpoint metadata not found")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise damaged(path, exc) from None
+    if not isinstance(meta, dict):
+        raise damaged(path, ValueError("not a JSON object"))
+    return meta
 
 
 def rng_state() -> dict[str, Any]:

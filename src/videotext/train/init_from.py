@@ -53,9 +53,9 @@ def load_matching(method: torch.nn.Module, folder: str | Path) -> dict[str, Any]
     Returns {"loaded": [names], "new": [names], "skipped_shape": [{name, checkpoint, model}],
     "skipped_absent": [names in the checkpoint, not in the model]}.
     """
-    from safetensors.torch import load_file
+    from videotext.train.checkpoint import read_weights
 
-    tensors = load_file(str(Path(folder) / "model.safetensors"))
+    tensors = read_weights(folder)
     state = method.state_dict()
     loaded, shape, new = [], [], []
     for name, current in state.items():

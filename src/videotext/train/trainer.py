@@ -43,7 +43,7 @@ from videotext.runtime import network_precision, resolve_device, resolve_precisi
 from videotext.text.encoder import CachedTextEncoder
 from videotext import distributed as dist
 from videotext.train.checkpoint import (
-    load_state, load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state,
+    load_state, load_weights, recover_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state,
 )
 from videotext.train.init_from import apply_init
 from videotext.train.schedules import build_optimizer, build_scheduler, depends_on_budget, param_groups
@@ -168,6 +168,8 @@ class Trainer:
         cfg = self.config
         ckpt = self.run_dir / "checkpoints"
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_step": None, "log_lines": 0}
+        for name in ("last", "best"):
+            recover_checkpoint(ckpt / name)
         if self.resume and (ckpt / "last").exists():
             self._restore(ckpt / "last")
         elif (ckpt / "last").exists() and not self.resume:

@@ -27,7 +27,7 @@ from videotext.data.schema import Segment
 from videotext.data.speech.recognize import SAMPLE_RATE, Line, SpeechEngine, speech_engine
 from videotext.data.speech.subtitles import SubtitleError, read_subtitles, sidecar_subtitles
 from videotext.errors import VideoDecodeError, VideoTextError
-from videotext.io import FailureLog, atomic_open, file_lock, read_json_lines
+from videotext.io import FailureLog, append_json_line, atomic_open, file_lock, read_json_lines
 
 TRANSCRIPTS = "transcripts.jsonl"
 SUBTITLE = "subtitle"
@@ -72,7 +72,9 @@ class TranscriptStore:
     def all(self) -> dict[str, Transcript]:
         if self._by_key is None:
             self._by_key = {}
-            for record in read_json_lines(self.path):
+            remedy = (f"delete it and run the same command again: the videos are transcribed (or read on screen) "
+                      f"anew into {self.folder}, the other features kept")
+            for record in read_json_lines(self.path, remedy):
                 if isinstance(record, dict) and "key" in record:
                     self._by_key[record["key"]] = Transcript.from_dict(record)
         return self._by_key
@@ -83,10 +85,8 @@ class TranscriptStore:
     def add(self, transcript: Transcript) -> None:
         """Append one video's transcript (flushed to disk before returning)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        with file_lock(self.folder / f".{self.path.name}.lock"), open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        with file_lock(self.folder / f".{self.path.name}.lock"):
+            append_json_line(self.path, transcript.to_dict(), sync=True)
         self.all()[transcript.key] = transcript
 
     def compact(self) -> None:
