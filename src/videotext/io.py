@@ -55,15 +55,15 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
 
 def read_json_lines(path: str | os.PathLike, remedy: str | None = None) -> list[Any]:
     """Every JSON line of an append-only log (metrics.jsonl, failures.jsonl); [] when the file is
-    missing. A torn last line (the writer was killed mid-line: no newline after it) is skipped with
-    a warning. Any other line that is not JSON, not UTF-8 or holds NUL bytes is damage, not a torn
-    write: a DataFormatError naming the file and line, with `remedy` (the way back) appended."""
+    missing. A torn line (a writer killed mid-line: the start of a JSON object, cut; the next append
+    closes it, `append_json_line`) is skipped with a warning. A line that is not UTF-8, holds NUL
+    bytes or is not the start of a JSON object is damage, not a torn write: a DataFormatError
+    naming the file and line, with `remedy` (the way back) appended."""
     path = Path(path)
     if not path.exists():
         return []
     data = path.read_bytes()
     lines = data.split(b"\n")
-    torn = len(lines) - 1 if lines[-1].strip() else None  # text after the last newline
     out = []
     for index, raw in enumerate(lines):
         if not raw.strip():
@@ -73,11 +73,11 @@ def read_json_lines(path: str | os.PathLike, remedy: str | None = None) -> list[
                 raise ValueError("NUL bytes where text was written")
             out.append(json.loads(raw.decode("utf-8")))
         except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-            if index == torn and b"\0" not in raw and _is_utf8(raw):
-                warnings.warn(f"{path}:{index + 1}: torn last line skipped", stacklevel=2)
+            if raw.lstrip().startswith(b"{") and b"\0" not in raw and _is_utf8(raw):
+                warnings.warn(f"{path}:{index + 1}: torn line skipped (its writer was stopped mid-line)", stacklevel=2)
                 continue
-            problem = f"damaged: line {index + 1} is not a JSON line ({' '.join(str(exc).split())[:120]})"
-            raise DataFormatError(path, None, problem + (f"; {remedy}" if remedy else "")) from None
+            problem = f"not a JSON line, the file is damaged ({' '.join(str(exc).split())[:120]})"
+            raise DataFormatError(path, f"line {index + 1}", problem + (f"; {remedy}" if remedy else "")) from None
     return out
 
 

@@ -43,3 +43,51 @@ def test_an_update_without_room_keeps_the_previous_index(conse_run, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)  # room again: the rerun finishes
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(Index.load(out)) == 4 and check_index(out).current
+
+
+def test_a_checkpoint_save_without_room_keeps_the_previous_checkpoint(tmp_path):
+    """The second save runs under a file-size limit smaller than its weights: it fails with one
+    error, the first checkpoint still loads whole, and no half-written folder is left."""
+    script = f"""
+import resource, signal, torch
+from videotext.train.checkpoint import save_checkpoint
+torch.manual_seed(0)
+model = torch.nn.Linear(256, 256)
+folder = save_checkpoint({str(tmp_path / 'last')!r}, model, {{"step": 1}}, {{"step": 1}})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+torch.nn.init.zeros_(model.weight)
+save_checkpoint(folder, model, {{"step": 2}}, {{"step": 2}})
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "File too large" in done.stderr, done.stderr[-2000:]
+    from videotext.io import out_of_space
+    from videotext.train.checkpoint import load_meta, load_state, load_weights
+
+    import torch
+
+    model = torch.nn.Linear(256, 256)
+    load_weights(tmp_path / "last", model)
+    assert load_meta(tmp_path / "last")["step"] == 1 and load_state(tmp_path / "last")["step"] == 1
+    assert float(model.weight.detach().abs().sum()) > 0  # the first save's weights, not the zeros
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last"]
+    assert out_of_space(OSError(27, "File too large"))
+
+
+def test_training_without_room_is_one_line_and_the_rerun_finishes(tiny_synth, tmp_path):
+    from tests.conftest import tiny_config_overrides
+
+    sets = [x for o in tiny_config_overrides(tiny_synth) + ["train.epochs=1"] for x in ("--set", o)]
+    command = [sys.executable, "-m", "videotext.cli", "train", "dual/synthetic", "-o", str(tmp_path / "run"),
+               "--no-progress", "--no-report", *sets]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          preexec_fn=file_size_limit(8 * 1024 * 1024))  # under the weights' size
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(errors) == 1 and errors[0].startswith("error: no room to write") and "Traceback" not in done.stderr
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert not checkpoints.exists() or [p.name for p in checkpoints.iterdir()] == []  # nothing half-written
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["best", "last"]

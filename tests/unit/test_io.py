@@ -45,7 +45,7 @@ def test_latest_error_wins_per_item_and_expert(tmp_path):
     assert parsed(path) == entries
 
 
-def test_json_lines_tolerate_a_torn_last_line_and_refuse_damage_before_it(tmp_path):
+def test_json_lines_skip_torn_lines_and_refuse_damage(tmp_path):
     import warnings
 
     from videotext.errors import DataFormatError
@@ -57,8 +57,12 @@ def test_json_lines_tolerate_a_torn_last_line_and_refuse_damage_before_it(tmp_pa
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert read_metrics_log(tmp_path) == [{"kind": "train", "step": 1}, {"kind": "val", "step": 2}]
-    assert [str(w.message) for w in caught] == [f"{log}:4: torn last line skipped"]
-    log.write_text('{"kind": "train", "step": 1}\n{"kind\n{"kind": "val", "step": 2}\n')
-    with pytest.raises(DataFormatError, match=r"metrics\.jsonl \[line 2\]: not a JSON line"):
-        read_json_lines(log)
+    assert [str(w.message) for w in caught] == [f"{log}:4: torn line skipped (its writer was stopped mid-line)"]
+    log.write_text('{"kind": "train", "step": 1}\n{"kind\n{"kind": "val", "step": 2}\n')  # closed by the next append
+    with pytest.warns(UserWarning, match=r"metrics\.jsonl:2: torn line skipped"):
+        assert [line["step"] for line in read_json_lines(log)] == [1, 2]
+    for damage in ("\0\0\0\0", "step 2", "\udcff{"):
+        log.write_bytes(b'{"kind": "train", "step": 1}\n' + damage.encode("utf-8", "surrogateescape") + b"\n")
+        with pytest.raises(DataFormatError, match=r"metrics\.jsonl \[line 2\]: not a JSON line, the file is damaged"):
+            read_json_lines(log)
     assert read_json_lines(tmp_path / "absent.jsonl") == []

@@ -171,7 +171,7 @@ def test_minimal_report_from_jsonl_path_and_test_line(tmp_path):
         {"kind": "test", "step": 1, "best_step": 1, "t2v": TEST["t2v"], "v2t": TEST["v2t"]},
     ]
     log.write_text("".join(json.dumps(l) + "\n" for l in lines) + '{"kind": "tra', encoding="utf-8")
-    with pytest.warns(UserWarning, match="torn last line skipped"):
+    with pytest.warns(UserWarning, match="torn line skipped"):
         path = write_report(tmp_path, title="tiny", metrics_log=log, test_metrics=None)
     page = path.read_text(encoding="utf-8")
     assert '<td class="num">42.1</td>' in page
