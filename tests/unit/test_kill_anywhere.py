@@ -9,6 +9,7 @@ each job once, early in its run; the `slow` version at 8 moments over the whole 
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -127,18 +128,137 @@ def kill_index_build(run_dir: Path, videos: Path, work: Path, kills: int, update
     return killed_at
 
 
-def kill(job: str, videos: Path, run_dir: Path, work: Path, kills: int) -> list[float]:
+def kill_milvus_build(run_dir: Path, videos: Path, work: Path, kills: int) -> list[float]:
+    """`index build` into Milvus Lite: the rerun holds each entry once (no duplicate rows) and
+    nothing but the collection (no staging collection left behind)."""
+    from videotext.search.milvus import connect
+
+    folder = videos / "videos"
+    args = lambda out: ["index", "build", str(run_dir), str(folder), "-o", str(out), "--features",  # noqa: E731
+                        str(work / "features"), "--store", f"milvus:{out}.db"]
+    run(["index", "build", str(run_dir), str(folder), "-o", str(work / "warm"), "--features", str(work / "features")])
+    total = run(args(work / "reference"))
+    ids, table = scores_of(work / "reference")
+    assert len(ids) == 8
+    killed_at = []
+    for number, moment in enumerate(moments(total, kills, seed=3)):
+        out = work / f"killed{number}"
+        killed_at.append(run(args(out), kill_after=moment))
+        run(args(out))
+        again_ids, again = scores_of(out)
+        assert again_ids == ids and len(Index.load(out)) == 8  # every row once
+        assert float(np.abs(again - table).max()) <= 1e-6
+        client = connect(f"milvus:{out}.db")
+        assert client.list_collections() == ["videotext"]
+        client.close()
+    return killed_at
+
+
+def kill_duplicates(run_dir: Path, videos: Path, work: Path, kills: int) -> list[float]:
+    """`index duplicates` over an index holding two copies: the report (JSON and CSV) equal."""
+    folder = work / "videos"
+    folder.mkdir()
+    for path in sorted((videos / "videos").glob("*.mp4"))[:6]:
+        shutil.copy(path, folder / path.name)
+    shutil.copy(folder / "synth000000.mp4", folder / "copy_a.mp4")
+    shutil.copy(folder / "synth000001.mp4", folder / "copy_b.mp4")
+    run(["index", "build", str(run_dir), str(folder), "-o", str(work / "idx")])
+    args = lambda out: ["index", "duplicates", str(work / "idx"), "-o", str(out)]  # noqa: E731
+    total = run(args(work / "reference"))
+    reference = [(work / f"reference.{ext}").read_bytes() for ext in ("json", "csv")]
+    assert json.loads(reference[0])["duplicates"] >= 4  # the two copies and their originals
+    killed_at = []
+    for number, moment in enumerate(moments(total, kills, seed=4)):
+        out = work / f"killed{number}"
+        killed_at.append(run(args(out), kill_after=moment))
+        run(args(out))
+        assert [(work / f"killed{number}.{ext}").read_bytes() for ext in ("json", "csv")] == reference
+    return killed_at
+
+
+def kill_speech(run_dir: Path, work: Path, kills: int) -> list[float]:
+    """`index build --speech` (Whisper tiny.en on espeak-ng speech): the same lines after the rerun."""
+    from tests.speech_media import ESPEAK, ESPEAK_MISSING, SENTENCES, speaking_video
+
+    if ESPEAK is None:
+        pytest.skip(ESPEAK_MISSING)
+    pytest.importorskip("faster_whisper", reason="the speech extra is not installed")
+    folder = work / "speaking"
+    folder.mkdir()
+    for number in range(4):
+        speaking_video(folder / f"said{number}.mp4", SENTENCES[number][0], seed=number)
+    args = lambda out: ["index", "build", str(run_dir), str(folder), "-o", str(out), "--speech"]  # noqa: E731
+    run(["index", "build", str(run_dir), str(folder), "-o", str(work / "warm")])  # query encoder exported once
+    total = run(args(work / "reference"))
+
+    def said(out: Path) -> list[tuple]:
+        lines = [json.loads(line) for line in (out / "speech.jsonl").read_text(encoding="utf-8").splitlines()]
+        return sorted((line["entry"], line["start"], line["end"], line["text"]) for line in lines)
+
+    reference = said(work / "reference")
+    assert len({line[0] for line in reference}) == 4
+    killed_at = []
+    for number, moment in enumerate(moments(total, kills, seed=5)):
+        out = work / f"killed{number}"
+        killed_at.append(run(args(out), kill_after=moment))
+        run(args(out))
+        assert said(out) == reference
+        assert scores_of(out)[0] == scores_of(work / "reference")[0]
+    return killed_at
+
+
+def kill_benchmark(tiny_synth: Path, work: Path, kills: int) -> list[float]:
+    """`benchmark run` (dual, 2 epochs, the tiny set): the rerun's record has the same test figures."""
+    from tests.conftest import TINY_EXTRACT
+
+    data = work / "data"
+    data.mkdir()
+    (data / "synthetic-32-seed0").symlink_to(tiny_synth, target_is_directory=True)
+    settings = ["data.videos=32", "data.splits=[0.8,0.1,0.1]", "seeds=[0]",
+                f"data.extraction={json.dumps({'rate': 1.0, 'options': TINY_EXTRACT})}",
+                "set=[train.batch_size=8,schedule.warmup_steps=1,train.log_every=1]"]
+    args = lambda out: ["benchmark", "run", "synthetic", "-o", str(out / "runs"), "--results", str(out / "results"),  # noqa: E731
+                        "--data-root", str(data), "--rows", "dual", "--epochs", "2",
+                        *[x for setting in settings for x in ("--set", setting)]]
+    total = run(args(work / "reference"))
+
+    def results(out: Path) -> dict:
+        return json.loads((out / "results" / "dual" / "seed_0.json").read_text(encoding="utf-8"))["results"]
+
+    reference = results(work / "reference")
+    killed_at = []
+    for number, moment in enumerate(moments(total, kills, seed=6)):
+        out = work / f"killed{number}"
+        killed_at.append(run(args(out), kill_after=moment))
+        run(args(out))
+        assert json.dumps(results(out), sort_keys=True) == json.dumps(reference, sort_keys=True)
+    return killed_at
+
+
+JOBS = ["extract", "index build", "index build --update", "index build (Milvus Lite)", "index duplicates",
+        "index build --speech", "benchmark run"]
+
+
+def kill(job: str, videos: Path, run_dir: Path, work: Path, kills: int, tiny_synth: Path | None = None) -> list[float]:
     if job == "extract":
         return kill_extraction(videos, work, kills)
+    if job == "index build (Milvus Lite)":
+        return kill_milvus_build(run_dir, videos, work, kills)
+    if job == "index duplicates":
+        return kill_duplicates(run_dir, videos, work, kills)
+    if job == "index build --speech":
+        return kill_speech(run_dir, work, kills)
+    if job == "benchmark run":
+        return kill_benchmark(tiny_synth, work, kills)
     return kill_index_build(run_dir, videos, work, kills, update=job.endswith("--update"))
 
 
-@pytest.mark.parametrize("job", ["extract", "index build", "index build --update"])
-def test_killed_jobs_finish_equal_to_an_uninterrupted_run(job, videos, conse_run, tmp_path):
-    assert kill(job, videos, conse_run, tmp_path, kills=1)[0] > 0  # the kill landed while the job ran
+@pytest.mark.parametrize("job", JOBS)
+def test_killed_jobs_finish_equal_to_an_uninterrupted_run(job, videos, conse_run, tiny_synth, tmp_path):
+    assert kill(job, videos, conse_run, tmp_path, kills=1, tiny_synth=tiny_synth)[0] > 0  # landed while it ran
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("job", ["extract", "index build", "index build --update"])
-def test_killed_jobs_at_eight_moments(job, videos, conse_run, tmp_path):
-    assert sum(moment > 0 for moment in kill(job, videos, conse_run, tmp_path, kills=8)) >= 6
+@pytest.mark.parametrize("job", JOBS)
+def test_killed_jobs_at_eight_moments(job, videos, conse_run, tiny_synth, tmp_path):
+    assert sum(moment > 0 for moment in kill(job, videos, conse_run, tmp_path, kills=8, tiny_synth=tiny_synth)) >= 6
