@@ -336,7 +336,9 @@ class MilvusIndex:
                     create=False)
         index.meta = dict(settings.get("meta") or {})
         index.part_names = tuple(settings.get("part_names") or ())
-        if "count" in settings and len(index) != int(settings["count"]):  # e.g. Milvus Lite fell back to an older manifest
+        # rows lost (Milvus Lite fell back to an older manifest) or added by another program; an update
+        # cut short names its videos as pending and may have written some of them: no count to hold it to
+        if "count" in settings and not index.meta.get("pending") and len(index) != int(settings["count"]):
             raise DataFormatError(client_uri(index.location), None, f"collection {index.collection!r} holds {len(index)} "
                                   f"entries; the index folder recorded {settings['count']} (its data is damaged or "
                                   f"was changed by another program)")
