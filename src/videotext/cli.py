@@ -258,6 +258,29 @@ def dataset_check(
         typer.echo("all counts match the published figures")
 
 
+@dataset_app.command("shard")
+@user_errors
+def dataset_shard(
+    manifest: Path = typer.Argument(..., help="A videotext manifest."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for the shards and shards.json."),
+    target_size: str = typer.Option("512MB", "--target-size", help="Most bytes per shard, e.g. 512MB, 1GB."),
+    content: str = typer.Option("media", "--content", help="media: each video's (or image's) file as stored; "
+                                "features: its expert features from --features."),
+    features: Optional[Path] = typer.Option(None, "--features", help="Feature store (default: MANIFEST folder/features)."),
+    experts: str = typer.Option("", "--experts", help="Comma-separated experts (with --content features)."),
+    splits: str = typer.Option("", "--splits", help="Comma-separated splits to write (default: every video)."),
+    max_samples: int = typer.Option(0, "--max-samples", min=0, help="Most samples per shard (0: only --target-size)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Write a dataset as WebDataset shards (tar files of samples) with a shard index; resumable."""
+    from videotext.data.shards import shard_dataset
+
+    done = shard_dataset(manifest, out, target_size, content, features, [e for e in experts.split(",") if e],
+                         [s for s in splits.split(",") if s] or None, max_samples, progress=progress)
+    typer.echo(f"{done['samples']} samples in {len(done['shards'])} shards ({done['written']} written now, "
+               f"{done['failed']} failed) → {out}; splits {done['splits']}")
+
+
 @dataset_app.command("formats")
 def dataset_formats() -> None:
     """List the annotation formats videotext can read."""

@@ -96,8 +96,16 @@ class DataConfig:
     mixture: list[MixtureSource] = field(default_factory=list)  # extra training datasets (besides data.manifest's train split)
     mixture_mode: str = "alternate"  # alternate: round-robin batches | weighted: batches drawn by `weight`
     mixture_main_weight: float = 1.0  # weight of data.manifest's own train split in `weighted` mode
-    num_workers: int = 0
+    num_workers: int = 0  # loader worker processes (with data.shards: readers per rank; 0 = read in the trainer)
     feature_cache_mb: float = 2048.0  # features kept in memory after the first read (per process); 0 = off
+    # Training batches streamed from WebDataset shards of expert features (`videotext dataset shard
+    # --content features`; videotext.data.streaming): a brace pattern of paths or URLs, e.g.
+    # https://host/data/shard-{000000..000099}.tar. Validation and test still read data.manifest.
+    shards: str = ""
+    samples_per_epoch: int = 0  # samples per epoch from the shards (0 = the shard index's train count)
+    shuffle_buffer: int = 1000  # samples each reader mixes across its shards
+    shard_retries: int = 3  # reads of a failing shard before it is skipped (backoff 1, 2, 4 … s)
+    shard_timeout: float = 60.0  # seconds a shard read may stall before it counts as failed
 
 
 @dataclass

@@ -176,6 +176,17 @@ class FeatureStore:
         features = group["features"][rows].astype(np.float32, copy=False)
         return features, group["timestamps"][rows]
 
+    def stored(self, expert: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(features [T, D] in the dtype they are stored in, timestamps float64 [T]): for copying
+        them elsewhere (shards) without widening float16 to float32."""
+        group = self._group(expert, key)
+        return group["features"][()], group["timestamps"][()]
+
+    def stored_nbytes(self, expert: str, key: str) -> tuple[int, int]:
+        """Bytes of one video's stored features and of its timestamps, without reading them."""
+        group = self._group(expert, key)
+        return tuple(int(np.prod(group[name].shape)) * group[name].dtype.itemsize for name in ("features", "timestamps"))
+
     def timestamps(self, expert: str, key: str) -> np.ndarray:
         """Step start times (seconds, float64 [T]) of one video, without its features."""
         return self._group(expert, key)["timestamps"][()]

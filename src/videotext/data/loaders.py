@@ -196,16 +196,27 @@ class CaptionVideoBatches(SeededBatches):
         super().__init__(len(self.video_ids), batch_size, seed, drop_last)
 
     def caption_for(self, video_id: str, epoch: int) -> str:
-        captions = self.dataset[video_id].captions
-        return captions[random.Random(f"{self.seed}/{epoch}/{video_id}").randrange(len(captions))]
+        return caption_for(self.dataset[video_id], self.seed, epoch)
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
         ids = [self.video_ids[i] for i in self.positions(epoch, index)]
-        videos = [self.dataset[i] for i in ids]
-        video_batch = collate_video_features([self.read_features(v.key) for v in videos], self.read_features.experts)
-        video_batch["video_ids"] = ids
-        texts = [self.caption_for(i, epoch) for i in ids]
-        return {"video": video_batch, "text": self.prepare_text(texts), "video_ids": ids}
+        return caption_video_batch([self.dataset[i] for i in ids], self.read_features, self.prepare_text, self.seed, epoch)
+
+
+def caption_for(video: Any, seed: int, epoch: int) -> str:
+    """The caption of `video` drawn for `epoch`: a pure function of (seed, epoch, video id)."""
+    return video.captions[random.Random(f"{seed}/{epoch}/{video.id}").randrange(len(video.captions))]
+
+
+def caption_video_batch(videos: Sequence[Any], read_features: Any, prepare_text: Any, seed: int, epoch: int,
+                        collate: Any = collate_video_features) -> dict[str, Any]:
+    """One training batch of these videos: their features collated, one drawn caption each. The
+    same for batches from disk and from shards (`videotext.data.streaming`)."""
+    ids = [v.id for v in videos]
+    video_batch = collate([read_features(v.key) for v in videos], read_features.experts)
+    video_batch["video_ids"] = ids
+    texts = [caption_for(v, seed, epoch) for v in videos]
+    return {"video": video_batch, "text": prepare_text(texts), "video_ids": ids}
 
 
 def video_batches(

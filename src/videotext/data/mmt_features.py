@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from videotext.data.loaders import CaptionVideoBatches, VideoFeatures, subsample_steps
+from videotext.data.loaders import CaptionVideoBatches, VideoFeatures, caption_video_batch, subsample_steps
 
 
 class MMTFeatures:
@@ -89,7 +89,5 @@ class MMTCaptionBatches(CaptionVideoBatches):
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
         ids = [self.video_ids[i] for i in self.positions(epoch, index)]
-        video = collate_mmt([self.read_features(self.dataset[i].key) for i in ids], self.read_features.experts)
-        video["video_ids"] = ids
-        texts = [self.caption_for(i, epoch) for i in ids]
-        return {"video": video, "text": self.prepare_text(texts), "video_ids": ids}
+        return caption_video_batch([self.dataset[i] for i in ids], self.read_features, self.prepare_text, self.seed,
+                                   epoch, collate=collate_mmt)

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from videotext.config import to_plain
-from videotext.data.loaders import CaptionVideoBatches, video_batches
+from videotext.data.loaders import CaptionVideoBatches, caption_video_batch, video_batches
 from videotext.distributed import LossGather
 
 from videotext.embedding import Embedding, concat_embeddings, embedding_to  # noqa: F401  (re-exported)
@@ -104,6 +104,14 @@ class Method(nn.Module):
         Batches must be pure functions of (seed, epoch, index) so resume stays exact.
         """
         return CaptionVideoBatches(dataset, read_features, self.prepare_text, batch_size, seed)
+
+    # Training from WebDataset shards of expert features (`data.shards`): the default caption-video
+    # batches stream; methods whose batches are frames or hierarchies say False.
+    streams_shards: ClassVar[bool] = True
+
+    def stream_batch(self, videos: list[Any], read_features: Any, epoch: int, seed: int) -> dict[str, Any]:
+        """The training batch of `videos` (streamed from shards), built as `train_batches` builds it."""
+        return caption_video_batch(videos, read_features, self.prepare_text, seed, epoch)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
         """Every video of `dataset` once, in order, as `encode_video` inputs (with "video_ids")."""

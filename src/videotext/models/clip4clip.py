@@ -181,6 +181,10 @@ class CLIP4Clip(Method):
                          max_test_clips=1, cache=self.config.frame_cache, cache_fps=1.0,
                          preprocess=openclip.FramePreprocess(pre))
 
+    @property
+    def streams_shards(self) -> bool:  # type: ignore[override]  # frames do not stream from shards yet
+        return self.config.input == "features"
+
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> Any:
         if self.config.input == "features":
             return super().train_batches(dataset, read_features, batch_size, seed)

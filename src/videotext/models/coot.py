@@ -267,6 +267,7 @@ class Coot(Method):
     Config = CootConfig
     video_inputs = "features"
     protocol = "hierarchy"  # + paragraph↔video and sentence↔clip (§4): videotext.eval.hierarchy
+    streams_shards = False  # its training batches (clip and sentence hierarchies) do not stream from shards yet
 
     def __init__(self, config: CootConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)

@@ -204,6 +204,7 @@ class FrozenInTime(Method):
     name = "frozen"
     Config = FrozenConfig
     video_inputs = "frames"
+    streams_shards = False  # its training batches (decoded frames) do not stream from shards yet
 
     def __init__(self, config: FrozenConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from videotext.config import ConfigError
-from videotext.data.loaders import video_batches
+from videotext.data.loaders import caption_video_batch, video_batches
 from videotext.data.mmt_features import MMTCaptionBatches, MMTFeatures, collate_mmt
 from videotext.losses import contrastive_loss
 from videotext.models.base import Method
@@ -170,6 +170,10 @@ class MMT(Method):
 
     def train_batches(self, dataset: Any, read_features: Any, batch_size: int, seed: int) -> MMTCaptionBatches:
         return MMTCaptionBatches(dataset, self.feature_reader(read_features), self.prepare_text, batch_size, seed)
+
+    def stream_batch(self, videos: list[Any], read_features: Any, epoch: int, seed: int) -> dict[str, Any]:
+        return caption_video_batch(videos, self.feature_reader(read_features), self.prepare_text, seed, epoch,
+                                   collate=collate_mmt)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterator[dict[str, Any]]:
         return video_batches(dataset, self.feature_reader(read_features), batch_size, collate=collate_mmt)

@@ -89,6 +89,7 @@ class ToCo(Method):
     name = "toco"
     Config = ToCoConfig
     video_inputs = "features"
+    streams_shards = False  # its training batches (with TF-IDF fitted on the whole training split first) do not stream from shards yet
 
     def __init__(self, config: ToCoConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)

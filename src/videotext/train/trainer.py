@@ -31,6 +31,7 @@ import torch
 
 from videotext.config import RunConfig, save_config, to_plain
 from videotext.data.loaders import epoch_length
+from videotext.data.streaming import shard_training_batches
 from videotext.data.mixtures import training_batches
 from videotext.data.run_data import RunData
 from videotext.errors import VideoTextError
@@ -124,7 +125,10 @@ class Trainer:
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
         frozen_text_caches(self.method, network_precision(cfg.method, cfg.inference.precision, self.device),
                            [s for s in (self.train_set, self.val_set) if s is not None])
-        self.batches = training_batches(self.method, self.data, cfg, self.train_set)
+        if cfg.data.shards:  # streamed from WebDataset shards (videotext.data.streaming)
+            self.batches = shard_training_batches(self.method, cfg, self.expert_dims or {}, self.run_dir / "failures.jsonl")
+        else:
+            self.batches = training_batches(self.method, self.data, cfg, self.train_set)
         empty = [e for e in range(cfg.train.epochs) if epoch_length(self.batches, e) == 0]
         if empty:  # per epoch: a curriculum stage may have its own batch size (Frozen §4.3)
             raise VideoTextError(
@@ -315,6 +319,8 @@ class Trainer:
         self.state["log_lines"] = self.log.lines
         if self.rank > 0:
             return
+        if hasattr(self.batches, "position"):  # shards: where each reader stands (shard, sample offset)
+            self.state["data_position"] = self.batches.position()
         state = {"trainer": dict(self.state), "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(), "rng": rng_state()}
         save_checkpoint(folder, self.method, self._meta(), state)

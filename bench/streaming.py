@@ -1,0 +1,178 @@
+"""Benchmark: training data streamed from WebDataset shards over HTTP against the same data read
+from a folder, for features and for pixels (the media files), and peak memory at 1× and 10× the data.
+
+    python bench/streaming.py [--manifest data/synthetic-2000-seed0/manifest.json] [--copies 10]
+
+The data: the benchmark's synthetic set (2000 videos, `videotext benchmark run synthetic` makes it)
+and its features, or `--videos` new synthetic videos with features extracted here when that set is
+absent; written as shards (`videotext dataset shard`, 64 MB each at most) of features and of media.
+A local HTTP server (http.server, threads, loopback) serves the shard folder. Each figure is one
+pass over every sample, in one process, in alternating order, best of `--rounds`:
+- features: the shard stream (`SlotStream` over HTTP, decoded to arrays) against the same shards
+  read from the folder, and against the feature store itself (`VideoFeatures`, what training on
+  data.manifest reads);
+- pixels: media shards over HTTP against the video files in the folder, every frame of each of the
+  first `--pixel-videos` videos decoded (PyAV) to RGB arrays: what a pixel method's loader does.
+Peak memory: a fresh process streams the feature shards once at 1× and once at `--copies`× the data
+(the shards repeated); its peak resident set size is printed for both.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+EXPERTS = ["appearance", "motion", "audio"]
+
+
+def stream_pass(pattern: str, experts: list[str], limit: int) -> tuple[int, int]:
+    """(samples, bytes) of one pass over the shards (their `limit` samples), each sample decoded."""
+    from videotext.data.streaming import Retry, SlotStream, decode_sample, expand
+
+    urls = expand(pattern)
+    needs = ["json", *[f"{e}.npy" for e in experts], *[f"{e}.times.npy" for e in experts]] if experts else ["json"]
+    stream = iter(SlotStream(urls, {}, needs, seed=0, epoch=0, slot=0, slots=1, buffer=100, retry=Retry(),
+                             failures=None))
+    count, size = 0, 0
+    while count < limit:
+        sample = next(stream)
+        count += 1
+        size += sum(len(v) for k, v in sample.items() if not k.startswith("__"))
+        if experts:
+            decode_sample(sample, experts)
+        else:
+            media = next(k for k in sample if k not in ("json", "__key__"))
+            decoded_frames(io.BytesIO(sample[media]))
+    return count, size
+
+
+def decoded_frames(source) -> int:
+    """Every frame of one video decoded to an RGB array (a path or a file object)."""
+    import av
+
+    with av.open(source) as container:
+        return sum(frame.to_ndarray(format="rgb24").size > 0 for frame in container.decode(video=0))
+
+
+def timed(function, *args) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = function(*args)
+    return time.perf_counter() - started, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--manifest", type=Path, default=HERE.parent / "data" / "synthetic-2000-seed0" / "manifest.json")
+    parser.add_argument("--videos", type=int, default=500)
+    parser.add_argument("--pixel-videos", type=int, default=200)
+    parser.add_argument("--copies", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "streaming.json")
+    args = parser.parse_args()
+    if args.memory_child:  # a fresh process: stream once, print the peak RSS
+        import videotext.data.streaming  # noqa: F401  (its imports counted before the pass)
+
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        count, _ = stream_pass(args.memory_child[0], EXPERTS, int(args.memory_child[1]))
+        print(json.dumps({"samples": count, "rss_before_mb": before / 1024,
+                          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        return
+
+    from tests.shard_server import ShardServer
+    from videotext.data.experts import extract_features
+    from videotext.data.features import FeatureStore
+    from videotext.data.loaders import VideoFeatures
+    from videotext.data.schema import VideoTextDataset
+    from videotext.data.shards import shard_dataset
+    from videotext.data.synthetic import synthesize
+
+    work = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
+    try:
+        manifest = args.manifest
+        if not manifest.is_file():
+            synthesize(work / "synth", num_videos=args.videos, seed=0, progress=False)
+            extract_features(work / "synth" / "manifest.json", EXPERTS, work / "synth" / "features", rate=1.0,
+                             progress=False)
+            manifest = work / "synth" / "manifest.json"
+        store = manifest.parent / "features"
+        full = VideoTextDataset.load(manifest)
+        pixel_manifest = work / "pixels.json"  # the first --pixel-videos videos, for the pixel passes
+        full.subset([v.id for v in list(full)[: args.pixel_videos]]).save(pixel_manifest)
+        served = work / "served"
+        features = shard_dataset(manifest, served / "features", "64MB", "features", store, EXPERTS, progress=False)
+        media = shard_dataset(pixel_manifest, served / "media", "8MB", "media", progress=False)
+        server = ShardServer(served)
+        last = lambda index: f"{len(index['shards']) - 1:06d}"  # noqa: E731
+        feature_http = f"{server.url}/features/shard-{{000000..{last(features)}}}.tar"
+        feature_disk = f"{served}/features/shard-{{000000..{last(features)}}}.tar"
+        media_http = f"{server.url}/media/shard-{{000000..{last(media)}}}.tar"
+        reader = VideoFeatures(FeatureStore(store), EXPERTS, max_steps=1 << 30)
+        pixels = VideoTextDataset.load(pixel_manifest)
+
+        def store_pass() -> int:
+            return sum(1 for video in full if reader(video.key) is not None)
+
+        def files_pass() -> int:
+            return sum(decoded_frames(pixels.media_path(video)) for video in pixels)
+
+        best: dict[str, float] = {}
+        for _ in range(args.rounds):
+            total, videos = features["samples"], media["samples"]
+            for name, run in (("features over HTTP", lambda: stream_pass(feature_http, EXPERTS, total)),
+                              ("features, shards in a folder", lambda: stream_pass(feature_disk, EXPERTS, total)),
+                              ("features, feature store", store_pass),
+                              ("media over HTTP", lambda: stream_pass(media_http, [], videos)),
+                              ("media files in a folder", files_pass)):
+                seconds, _ = timed(run)
+                best[name] = min(best.get(name, float("inf")), seconds)
+        server.close()
+
+        for copy in range(1, args.copies):  # the same shards again under new names: 10× the data
+            for shard in features["shards"]:
+                shutil.copy(served / "features" / shard["name"],
+                            served / "features" / shard["name"].replace("shard-", f"copy{copy:02d}-"))
+        one = feature_disk
+        many = f"{served}/features/{{shard,{','.join(f'copy{c:02d}' for c in range(1, args.copies))}}}-{{000000..{last(features)}}}.tar"
+        memory = {}
+        for label, pattern, limit in (("1x", one, features["samples"]), (f"{args.copies}x", many, features["samples"] * args.copies)):
+            done = subprocess.run([sys.executable, __file__, "--memory-child", pattern, str(limit)],
+                                  capture_output=True, text=True, check=True)
+            memory[label] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    samples = features["samples"]
+    rows = {name: {"seconds": round(s, 3), "videos_per_s": round((media["samples"] if "media" in name else samples) / s, 1)}
+            for name, s in best.items()}
+    ratios = {"features: HTTP / shards in a folder": best["features, shards in a folder"] / best["features over HTTP"],
+              "features: HTTP / feature store": best["features, feature store"] / best["features over HTTP"],
+              "media: HTTP / files in a folder": best["media files in a folder"] / best["media over HTTP"]}
+    report = {"machine": platform.processor() or platform.machine(), "videos": samples,
+              "pixel_videos": media["samples"], "rounds": args.rounds,
+              "feature_shards": len(features["shards"]), "media_shards": len(media["shards"]), "passes": rows,
+              "throughput_ratios": {k: round(v, 3) for k, v in ratios.items()}, "peak_memory": memory}
+    for name, row in rows.items():
+        print(f"{name:32s} {row['seconds']:7.3f} s  {row['videos_per_s']:9.1f} videos/s")
+    for name, ratio in ratios.items():
+        print(f"{name:40s} {ratio:.2f}x")
+    for label, row in memory.items():
+        print(f"peak memory, {label} the data ({row['samples']} samples): {row['peak_rss_mb']:.0f} MB "
+              f"({row['peak_rss_mb'] - row['rss_before_mb']:.0f} MB over the process before the pass)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,459 @@
+"""Training batches streamed from WebDataset shards (`videotext.data.shards`): local paths, HTTP(S),
+`s3://` and other fsspec URLs, or `pipe:COMMAND`, named by a brace pattern (`data.shards`).
+
+How the samples are dealt (every choice a pure function of the seed, the epoch and the slot, so a
+resumed run reads exactly what an uninterrupted one would have):
+- Each rank runs `data.workers` loader workers; the slots are (rank, worker), `world × workers` of
+  them. Each epoch the shard list is permuted (seeded by the epoch) and slot s takes shards s, s+S, …:
+  slots never share a shard, so ranks and workers see disjoint samples.
+- A slot reads its shards in turn, through a shuffle buffer of `data.shuffle_buffer` samples,
+  and starts over on a new permutation of them when they run out (resampling): an epoch is a fixed
+  `data.samples_per_epoch`, whatever the shards hold.
+- Worker w of a rank yields that rank's batches w, w + W, …; torch's DataLoader hands them out in
+  turn, so batch i of an epoch comes from one known worker.
+- The position is (epoch, batch), as for data on disk. Resuming at batch i, each worker replays
+  its stream from the start of the epoch and drops the samples of its batches before i without
+  decoding them. The checkpoint also records each worker's position (shard and sample offset); a
+  resumed worker checks that its replay arrived there.
+
+Faults: a shard that cannot be opened, breaks off (dropped connection, HTTP 5xx, a read slower
+than `data.shard_timeout`), or ends short of the samples its index lists, is read again after a
+backoff of 1, 2, 4 … s (`data.shard_retries` times), continuing after the samples already taken.
+Then it is skipped: one line in the run's `failures.jsonl`, and training goes on.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from videotext.data.schema import Video
+from videotext.data.shards import INDEX
+from videotext.errors import VideoTextError
+from videotext.io import FailureLog
+
+
+READ_BUFFER = 1 << 20  # bytes read from a shard at a time
+
+
+class ShardFailed(VideoTextError):
+    """A shard could not be read whole after its retries."""
+
+
+def expand(pattern: str | Sequence[str]) -> list[str]:
+    """`https://host/data/shard-{000000..000099}.tar` → the shard URLs (also `a.tar::b.tar`)."""
+    from webdataset.shardlists import expand_urls
+
+    urls = [u for p in ([pattern] if isinstance(pattern, str) else pattern) for u in expand_urls(p)]
+    if not urls:
+        raise VideoTextError(f"data.shards {pattern!r}: names no shard")
+    return urls
+
+
+def open_url(url: str, timeout: float) -> tuple[Any, Callable[[], None]]:
+    """A readable binary stream of `url`, and how to close it."""
+    if url.startswith(("http://", "https://")):
+        import requests
+
+        response = requests.get(url, stream=True, timeout=(min(timeout, 30.0), timeout))
+        if response.status_code != 200:
+            response.close()
+            raise OSError(f"HTTP {response.status_code} {response.reason}")
+        response.raw.decode_content = True
+        ahead = ReadAhead(response.raw)  # the network read overlaps the decoding of what came before
+        return ahead, lambda: (ahead.close(), response.close())
+    if url.startswith("pipe:"):
+        process = subprocess.Popen(url[len("pipe:"):], shell=True, stdout=subprocess.PIPE)
+
+        def close() -> None:
+            process.stdout.close()
+            process.wait()
+        return process.stdout, close
+    if "://" in url and not url.startswith("file://"):
+        import fsspec
+
+        handle = fsspec.open(url, "rb").open()  # s3://, gs://, … through their fsspec packages
+        return handle, handle.close
+    handle = open(url.removeprefix("file://"), "rb", buffering=READ_BUFFER)
+    return handle, handle.close
+
+
+class ReadAhead(io.RawIOBase):
+    """A stream read by a background thread, `depth` chunks ahead of its reader, so that waiting
+    for the network and decoding the samples already read happen at the same time. Memory:
+    at most `depth` × `chunk` bytes. An error of the read is raised to the reader."""
+
+    def __init__(self, raw: Any, chunk: int = READ_BUFFER, depth: int = 8):
+        import queue
+        import threading
+
+        super().__init__()
+        self._chunks: Any = queue.Queue(maxsize=depth)
+        self._current, self._offset, self._done = b"", 0, False
+        self._stop = threading.Event()
+
+        def fill() -> None:
+            try:
+                while not self._stop.is_set():
+                    data = raw.read(chunk)
+                    self._put(data)
+                    if not data:
+                        return
+            except BaseException as exc:  # noqa: BLE001 - handed to the reader
+                self._put(exc)
+
+        self._thread = threading.Thread(target=fill, daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> None:
+        import queue
+
+        while not self._stop.is_set():
+            try:
+                self._chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._offset >= len(self._current):
+            if self._done:
+                return 0
+            item = self._chunks.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if not item:
+                self._done = True
+                return 0
+            self._current, self._offset = item, 0
+        size = min(len(buffer), len(self._current) - self._offset)
+        buffer[:size] = self._current[self._offset : self._offset + size]
+        self._offset += size
+        return size
+
+    def close(self) -> None:
+        self._stop.set()
+        super().close()
+
+
+def read_index(pattern: str, timeout: float = 30.0) -> dict[str, Any] | None:
+    """The `shards.json` beside the first shard, when there is one (local or over HTTP)."""
+    first = expand(pattern)[0]
+    url = first.rsplit("/", 1)[0] + "/" + INDEX if "/" in first else INDEX
+    try:
+        stream, close = open_url(url, timeout)
+        try:
+            return json.loads(stream.read().decode("utf-8"))
+        finally:
+            close()
+    except (OSError, ValueError, ImportError):
+        return None
+    except Exception:  # requests' own connection errors
+        return None
+
+
+def tar_samples(stream: Any) -> Iterator[dict[str, bytes]]:
+    """Samples of a tar stream in order: {"__key__": key, extension: bytes, …}. A sample's files
+    are consecutive members named KEY.EXTENSION."""
+    sample: dict[str, Any] = {}
+    with tarfile.open(fileobj=stream, mode="r|*") as archive:
+        for member in archive:
+            if not member.isreg():
+                continue
+            name = member.name.rsplit("/", 1)[-1]
+            key, _, extension = name.partition(".")
+            data = archive.extractfile(member).read()
+            if sample and sample["__key__"] != key:
+                yield sample
+                sample = {}
+            sample.setdefault("__key__", key)
+            sample[extension] = data
+    if sample:
+        yield sample
+
+
+@dataclass
+class Retry:
+    """How a shard is read again: attempts, first backoff (doubled each time), read timeout."""
+
+    retries: int = 3
+    backoff: float = 1.0
+    timeout: float = 60.0
+
+
+def read_shard(url: str, needs: Sequence[str], expected: int | None = None, retry: Retry = Retry(),
+               sleep: Callable[[float], None] = time.sleep) -> Iterator[tuple[int, dict[str, bytes]]]:
+    """(offset, sample) of every complete sample of one shard. A break, a sample missing one of
+    `needs` (cut off), or fewer than `expected` samples is retried from where it stopped; after
+    `retry.retries` retries, ShardFailed."""
+    taken, last_error = 0, None
+    for attempt in range(retry.retries + 1):
+        if attempt:
+            sleep(retry.backoff * 2 ** (attempt - 1))
+        try:
+            stream, close = open_url(url, retry.timeout)
+        except Exception as exc:  # noqa: BLE001 - the network's and the file system's errors alike
+            last_error = exc
+            continue
+        try:
+            seen = 0
+            for sample in tar_samples(stream):
+                if any(extension not in sample for extension in needs):
+                    raise OSError(f"sample {sample['__key__']} is missing {[e for e in needs if e not in sample]}")
+                if seen >= taken:
+                    yield seen, sample
+                    taken += 1
+                seen += 1
+            if expected is not None and seen < expected:
+                raise OSError(f"ended after {seen} of its {expected} samples")
+            return
+        except GeneratorExit:
+            raise
+        except Exception as exc:  # noqa: BLE001 - truncated tar, dropped connection, read timeout
+            last_error = exc
+        finally:
+            close()
+    raise ShardFailed(f"{url}: {type(last_error).__name__}: {last_error} (after {retry.retries} retries)")
+
+
+def decode_sample(sample: dict[str, bytes], experts: Sequence[str]) -> tuple[Video, dict[str, Any]]:
+    """The sample's Video (its JSON) and {expert: (features [T, D], times [T])}."""
+    record = json.loads(sample["json"].decode("utf-8"))
+    video = Video.from_dict({k: v for k, v in record.items() if k not in ("split", "missing")}, source=sample["__key__"])
+    features = {}
+    for expert in experts:
+        values = np.load(io.BytesIO(sample[f"{expert}.npy"]), allow_pickle=False)
+        times = np.load(io.BytesIO(sample[f"{expert}.times.npy"]), allow_pickle=False)
+        features[expert] = (values, times, expert in (record.get("missing") or []))
+    return video, features
+
+
+class SampleStore:
+    """The features of the samples in hand, read as a FeatureStore is (`has`, `get`, `dim`,
+    `is_missing`), so the method's own feature reader and collation build the batch."""
+
+    def __init__(self, dims: dict[str, int], samples: Sequence[tuple[Video, dict[str, Any]]]):
+        self.dims = dims
+        self.by_key = {video.key: features for video, features in samples}
+
+    def dim(self, expert: str) -> int:
+        return self.dims[expert]
+
+    def has(self, expert: str, key: str) -> bool:
+        return expert in self.by_key.get(key, {})
+
+    def get(self, expert: str, key: str, rows: slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+        values, times, _ = self.by_key[key][expert]
+        rows = slice(None) if rows is None else rows
+        return np.asarray(values[rows], dtype=np.float32), times[rows]
+
+    def is_missing(self, expert: str, key: str) -> bool:
+        return bool(self.by_key[key][expert][2])
+
+
+def slot_shards(urls: Sequence[str], seed: int, epoch: int, slot: int, slots: int) -> list[str]:
+    """The shards slot `slot` of `slots` reads in `epoch`: every S-th of the epoch's permutation."""
+    if len(urls) < slots:
+        raise VideoTextError(f"data.shards: {len(urls)} shards for {slots} readers (ranks × data.workers); "
+                             f"write more, smaller shards (`videotext dataset shard --target-size`) or use fewer workers")
+    order = list(urls)
+    random.Random(f"shards/{seed}/{epoch}").shuffle(order)
+    return order[slot::slots]
+
+
+class SlotStream:
+    """The endless, shuffled sample stream of one slot in one epoch (see the module docstring)."""
+
+    def __init__(self, urls: Sequence[str], counts: dict[str, int], needs: Sequence[str], seed: int, epoch: int,
+                 slot: int, slots: int, buffer: int, retry: Retry, failures: str | os.PathLike | None,
+                 split: str | None = None):
+        self.shards = slot_shards(urls, seed, epoch, slot, slots)
+        self.split = split
+        self.counts, self.needs, self.retry = counts, list(needs), retry
+        self.seed, self.epoch, self.slot, self.buffer = seed, epoch, slot, max(1, buffer)
+        self.failures = FailureLog(failures) if failures else None
+        self.position: dict[str, Any] = {"slot": slot, "shard": None, "offset": None, "samples": 0}
+
+    def _raw(self) -> Iterator[tuple[str, int, dict[str, bytes]] | None]:
+        for cycle in range(1 << 30):
+            order = list(self.shards)
+            if cycle:  # resampling: the slot's shards again, in a new order
+                random.Random(f"cycle/{self.seed}/{self.epoch}/{self.slot}/{cycle}").shuffle(order)
+            produced = 0
+            for url in order:
+                try:
+                    for offset, sample in read_shard(url, self.needs, self.counts.get(url), self.retry):
+                        if self.split and json.loads(sample["json"]).get("split") not in (None, self.split):
+                            continue  # shards of every split: only the training split is trained on
+                        produced += 1
+                        yield url, offset, sample
+                except ShardFailed as exc:
+                    if self.failures is not None:
+                        self.failures.record(url, exc, stage="stream", epoch=self.epoch, slot=self.slot)
+            if not produced:
+                raise VideoTextError(f"data.shards: none of the shards {order[:3]}… of reader {self.slot} could be "
+                                     f"read (see failures.jsonl)")
+            yield None  # the end of a pass over the slot's shards
+
+    def __iter__(self) -> Iterator[dict[str, bytes]]:
+        """Samples through the shuffle buffer, drained at the end of each pass over the slot's shards
+        (so a pass gives each sample once); `position` follows the last one given out."""
+        rng = random.Random(f"buffer/{self.seed}/{self.epoch}/{self.slot}")
+        pool: list[tuple[str, int, dict[str, bytes]]] = []
+        for item in self._raw():
+            if item is None:
+                while pool:
+                    yield self._give(pool.pop(rng.randrange(len(pool))))
+                continue
+            if len(pool) < self.buffer:
+                pool.append(item)
+                continue
+            pick = rng.randrange(len(pool))
+            pool[pick], item = item, pool[pick]
+            yield self._give(item)
+
+    def _give(self, item: tuple[str, int, dict[str, bytes]]) -> dict[str, bytes]:
+        url, offset, sample = item
+        self.position = {"slot": self.slot, "shard": url, "offset": offset, "samples": self.position["samples"] + 1}
+        return sample
+
+
+class WorkerBatches(torch.utils.data.IterableDataset):
+    """What one loader worker yields: its batches of one rank's epoch, as raw samples."""
+
+    def __init__(self, spec: dict[str, Any], epoch: int, start: int, length: int):
+        super().__init__()
+        self.spec, self.epoch, self.start, self.length = spec, epoch, start, length
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = torch.utils.data.get_worker_info()
+        spec, workers = self.spec, self.spec["workers"]
+        loader_worker = info.id if info is not None else 0
+        role = (loader_worker + self.start) % workers  # batch `start` comes from loader worker 0
+        slot = spec["rank"] * workers + role
+        stream = SlotStream(spec["urls"], spec["counts"], spec["needs"], spec["seed"], self.epoch, slot,
+                            spec["world"] * workers, spec["buffer"], spec["retry"], spec["failures"], spec["split"])
+        samples = iter(stream)
+        size = spec["batch_size"]
+        for index in range(role, self.length, workers):
+            batch = [next(samples) for _ in range(size)]  # raw bytes: batches before `start` are not decoded
+            if index < self.start:
+                continue
+            yield {"index": index, "samples": [decode_sample(s, spec["experts"]) for s in batch],
+                   "position": dict(stream.position)}
+
+
+class ShardBatches:
+    """A run's training batches from shards, with the same `batch(epoch, index)` / `epoch_length`
+    as batches from disk: `assemble(videos, read_features, epoch)` is the method's own batch."""
+
+    def __init__(self, pattern: str | Sequence[str], assemble: Callable[[list[Video], Any, int], dict[str, Any]],
+                 make_reader: Callable[[SampleStore], Any], dims: dict[str, int], experts: Sequence[str],
+                 batch_size: int, samples_per_epoch: int, seed: int, workers: int = 2, buffer: int = 1000,
+                 retry: Retry = Retry(), failures: str | os.PathLike | None = None, rank: int = 0, world: int = 1,
+                 index: dict[str, Any] | None = None, split: str | None = None):
+        self.urls = expand(pattern)
+        counts = {}
+        if index:  # sample counts let a reader see a shard that ended early
+            by_name = {s["name"]: int(s["samples"]) for s in index.get("shards", [])}
+            counts = {u: by_name[u.rsplit("/", 1)[-1]] for u in self.urls if u.rsplit("/", 1)[-1] in by_name}
+        if batch_size % world:
+            raise VideoTextError(f"train.batch_size={batch_size} does not split over {world} ranks")
+        self.batch_size, self.samples_per_epoch, self.world = batch_size, samples_per_epoch, world
+        self.assemble, self.make_reader, self.dims = assemble, make_reader, dims
+        self.workers = max(1, workers)
+        self.loader_workers = workers  # 0: read in this process
+        needs = ["json", *[f"{e}.npy" for e in experts], *[f"{e}.times.npy" for e in experts]]
+        self.spec = {"urls": self.urls, "counts": counts, "needs": needs, "experts": list(experts), "seed": seed,
+                     "rank": rank, "world": world, "workers": self.workers, "buffer": buffer, "retry": retry,
+                     "failures": str(failures) if failures else None, "batch_size": batch_size // world,
+                     "split": split}
+        self._iterator: Iterator[dict[str, Any]] | None = None
+        self._next: tuple[int, int] | None = None
+        self.positions: dict[int, dict[str, Any]] = {}  # worker role -> its last position
+
+    def shard(self, rank: int, world: int) -> None:
+        """This rank's readers take slots rank × workers … (the trainer calls this under torchrun)."""
+        if self.batch_size % world:
+            raise VideoTextError(f"train.batch_size={self.batch_size} does not split over {world} ranks")
+        self.world = world
+        self.spec.update(rank=rank, world=world, batch_size=self.batch_size // world)
+        self._iterator = None
+
+    def epoch_length(self, epoch: int) -> int:
+        return self.samples_per_epoch // self.batch_size
+
+    def __len__(self) -> int:
+        return self.epoch_length(0)
+
+    def _open(self, epoch: int, start: int) -> Iterator[dict[str, Any]]:
+        dataset = WorkerBatches(self.spec, epoch, start, self.epoch_length(epoch))
+        if self.loader_workers == 0:
+            return iter(dataset)
+        # its own generator: a loader draws its workers' base seed from the one it is given, and a
+        # draw from torch's global generator would shift the dropout masks of a resumed run
+        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=self.loader_workers,
+                                             prefetch_factor=2, persistent_workers=False,
+                                             generator=torch.Generator().manual_seed(self.spec["seed"] + epoch))
+        return iter(loader)
+
+    def batch(self, epoch: int, index: int) -> dict[str, Any]:
+        if self._iterator is None or self._next != (epoch, index):
+            self._iterator = self._open(epoch, index)
+        item = next(self._iterator)
+        if item["index"] != index:
+            raise VideoTextError(f"shard stream: batch {item['index']} arrived where {index} was due")
+        self._next = (epoch, index + 1)
+        self.positions[index % self.workers] = {"epoch": epoch, "batch": index, **item["position"]}
+        videos = [video for video, _ in item["samples"]]
+        reader = self.make_reader(SampleStore(self.dims, item["samples"]))
+        out = self.assemble(videos, reader, epoch)
+        out["video_ids"] = [v.id for v in videos]
+        return out
+
+    def position(self) -> list[dict[str, Any]]:
+        """Where each worker's stream stands (shard and sample offset): saved with the checkpoint."""
+        return [self.positions[role] for role in sorted(self.positions)]
+
+
+def shard_training_batches(method: Any, config: Any, dims: dict[str, int], failures: str | os.PathLike | None) -> ShardBatches:
+    """The run's training batches from `data.shards` (the method's own batch, `stream_batch`)."""
+    from videotext.data.loaders import VideoFeatures
+
+    cfg = config.data
+    if not getattr(method, "streams_shards", False):
+        raise VideoTextError(f"data.shards: method {config.method!r} does not train from shards yet (its batches "
+                             f"are not one caption with one video's expert features); use data.manifest")
+    if cfg.mixture or cfg.text != "captions":
+        raise VideoTextError("data.shards: reads captions of whole videos; data.mixture and data.text "
+                             f"{cfg.text!r} are for data on disk")
+    index = read_index(cfg.shards, cfg.shard_timeout)
+    if index is not None:
+        stored = index.get("dims") or {}
+        wrong = {e: (stored.get(e), d) for e, d in dims.items() if stored.get(e) != d}
+        if wrong:
+            raise VideoTextError(f"data.shards: expert dims (shards, run) {wrong} differ")
+    samples = cfg.samples_per_epoch or int(((index or {}).get("splits") or {}).get(cfg.train_split, 0))
+    if samples <= 0:
+        raise VideoTextError("data.shards: set data.samples_per_epoch (the shards have no shards.json beside "
+                             "them to count their training samples)")
+    seed, experts = config.train.seed, list(cfg.experts)
+    return ShardBatches(
+        cfg.shards, assemble=lambda videos, reader, epoch: method.stream_batch(videos, reader, epoch, seed),
+        make_reader=lambda store: VideoFeatures(store, experts, cfg.max_steps_per_expert), dims=dims,
+        experts=experts, batch_size=config.train.batch_size, samples_per_epoch=samples, seed=seed,
+        workers=cfg.num_workers, buffer=cfg.shuffle_buffer, retry=Retry(cfg.shard_retries, 1.0, cfg.shard_timeout),
+        failures=failures, index=index, split=cfg.train_split)

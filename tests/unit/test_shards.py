@@ -1,0 +1,244 @@
+"""WebDataset shards: `videotext dataset shard` writes them (within the size, resumable), and training
+streams them from a real local HTTP server that drops connections, answers 500, stalls and serves a
+truncated tar: retried, then skipped and recorded; 2 gloo ranks × 2 workers read disjoint samples
+covering the epoch; a run killed with SIGKILL resumes where it stood; a run from HTTP equals the
+run from the same shards on disk."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.shard_server import ShardServer
+from videotext.data.features import FeatureStore
+from videotext.data.shards import read_index, shard_dataset
+from videotext.data.streaming import Retry, ShardBatches, ShardFailed, SlotStream, read_shard
+
+EXPERTS = ["appearance", "motion", "audio"]
+NEEDS = ["json", *[f"{e}.npy" for e in EXPERTS], *[f"{e}.times.npy" for e in EXPERTS]]
+NO_WAIT = Retry(retries=2, backoff=0.0, timeout=1.0)
+
+
+def members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive if m.isreg()}
+
+
+@pytest.fixture(scope="module")
+def train_shards(tiny_synth, tmp_path_factory) -> Path:
+    """The 26 training videos' features, at most 3 per shard: 9 shards."""
+    out = tmp_path_factory.mktemp("shards") / "train"
+    shard_dataset(tiny_synth / "manifest.json", out, "10MB", "features", tiny_synth / "features", EXPERTS,
+                  splits=["train"], max_samples=3, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(train_shards):
+    served = ShardServer(train_shards.parent, stall_seconds=3.0)
+    yield served
+    served.close()
+
+
+def test_shards_hold_the_samples_within_the_size_and_a_rerun_rewrites_only_what_is_missing(tiny_synth, tmp_path):
+    out = tmp_path / "shards"
+    done = shard_dataset(tiny_synth / "manifest.json", out, "120KB", "features", tiny_synth / "features", EXPERTS,
+                         progress=False)
+    index = read_index(out)
+    assert index["samples"] == 32 and sum(s["samples"] for s in index["shards"]) == 32 and done["written"] == len(index["shards"])
+    assert index["splits"] == {"train": 26, "val": 3, "test": 3} and index["dims"] == {"appearance": 1280, "motion": 80, "audio": 128}
+    assert all(0 < (out / s["name"]).stat().st_size <= 120 * 1024 for s in index["shards"])
+    store = FeatureStore(tiny_synth / "features")
+    first = members(out / index["shards"][0]["name"])
+    record = json.loads(first["000000000.json"])
+    assert record["split"] in ("train", "val", "test") and record["captions"]
+    stored, times = store.stored("appearance", record["id"])
+    assert np.array_equal(np.load(io.BytesIO(first["000000000.appearance.npy"])), stored)
+    assert np.array_equal(np.load(io.BytesIO(first["000000000.appearance.times.npy"])), times)
+    before = {s["name"]: (out / s["name"]).read_bytes() for s in index["shards"]}
+    (out / index["shards"][1]["name"]).unlink()  # a killed job left this one unwritten
+    again = shard_dataset(tiny_synth / "manifest.json", out, "120KB", "features", tiny_synth / "features", EXPERTS,
+                          progress=False)
+    assert again["written"] == 1 and {name: (out / name).read_bytes() for name in before} == before
+
+
+def test_media_shards_carry_the_files_and_record_a_missing_one(tiny_synth, tmp_path):
+    root = shutil.copytree(tiny_synth, tmp_path / "synth", ignore=shutil.ignore_patterns("features"))
+    videos = sorted((root / "videos").glob("*.mp4"))
+    videos[3].unlink()
+    done = shard_dataset(root / "manifest.json", tmp_path / "media", "400KB", "media", progress=False)
+    assert done["samples"] == 31 and done["failed"] == 1
+    failure = json.loads((tmp_path / "media" / "failures.jsonl").read_text().splitlines()[0])
+    assert failure["item"] == videos[3].stem and "media file not found" in failure["error"]
+    first = members(tmp_path / "media" / done["shards"][0]["name"])
+    record = json.loads(first["000000000.json"])
+    assert first["000000000.mp4"] == (root / "videos" / f"{record['id']}.mp4").read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["drop", "500", "slow"])
+def test_a_failing_read_is_retried_and_continues_after_the_samples_taken(train_shards, server, kind):
+    name = "shard-000002.tar"
+    local = [sample for _, sample in read_shard(str(train_shards / name), NEEDS)]
+    server.clear()
+    server.fault(f"train/{name}", kind, count=1)
+    remote = [sample for _, sample in read_shard(f"{server.url}/train/{name}", NEEDS, 3, NO_WAIT, sleep=lambda s: None)]
+    assert [s["__key__"] for s in remote] == [s["__key__"] for s in local] and remote == local
+    assert server.requests[f"train/{name}"] == 2
+
+
+def test_a_shard_still_broken_after_its_retries_is_skipped_and_recorded(train_shards, server, tmp_path):
+    server.clear()
+    server.fault("train/shard-000000.tar", "truncated", count=-1)
+    with pytest.raises(ShardFailed, match=r"shard-000000\.tar: .*\(after 2 retries\)"):
+        list(read_shard(f"{server.url}/train/shard-000000.tar", NEEDS, 3, NO_WAIT, sleep=lambda s: None))
+    assert server.requests["train/shard-000000.tar"] == 3  # the first read and two retries
+    urls = [f"{server.url}/train/shard-00000{i}.tar" for i in range(2)]
+    stream = SlotStream(urls, {u: 3 for u in urls}, NEEDS, seed=0, epoch=0, slot=0, slots=1, buffer=1,
+                        retry=NO_WAIT, failures=tmp_path / "failures.jsonl")
+    stream.retry = NO_WAIT
+    taken = [next(iter_) for iter_ in [iter(stream)] for _ in range(4)]  # resampling: shard 1 again
+    assert len({s["__key__"] for s in taken}) == 3
+    failures = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert failures[0]["item"] == urls[0] and failures[0]["stage"] == "stream"
+
+
+def _read_epoch(rank: int, world: int, url: str, out: str) -> None:
+    """One gloo rank reading one epoch of shards with 2 loader workers: the ids of its batches."""
+    import torch.distributed as torch_dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["SHARD_TEST_PORT"])
+    torch_dist.init_process_group("gloo", rank=rank, world_size=world)
+    batches = ShardBatches(url, assemble=lambda videos, reader, epoch: {}, make_reader=lambda store: store,
+                           dims={e: 1 for e in EXPERTS}, experts=EXPERTS, batch_size=8, samples_per_epoch=32, seed=5,
+                           workers=2, buffer=3)
+    batches.shard(torch_dist.get_rank(), world)
+    ids = [batches.batch(0, index)["video_ids"] for index in range(batches.epoch_length(0))]
+    gathered = [None] * world
+    torch_dist.all_gather_object(gathered, ids)
+    if rank == 0:
+        Path(out).write_text(json.dumps(gathered))
+    torch_dist.destroy_process_group()
+
+
+def test_two_gloo_ranks_with_two_workers_each_read_disjoint_samples_covering_the_epoch(tiny_synth, tmp_path):
+    import socket
+
+    out = tmp_path / "all"  # all 32 videos, 4 per shard: 8 shards, 2 for each of the 4 readers
+    shard_dataset(tiny_synth / "manifest.json", out, "10MB", "features", tiny_synth / "features", EXPERTS,
+                  max_samples=4, progress=False)
+    served = ShardServer(tmp_path)
+    try:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            os.environ["SHARD_TEST_PORT"] = str(probe.getsockname()[1])
+        torch.multiprocessing.spawn(_read_epoch, args=(2, f"{served.url}/all/shard-{{000000..000007}}.tar",
+                                                       str(tmp_path / "ids.json")), nprocs=2)
+    finally:
+        served.close()
+    per_rank = json.loads((tmp_path / "ids.json").read_text())
+    assert [len(batches) for batches in per_rank] == [4, 4] and all(len(b) == 4 for r in per_rank for b in r)
+    seen = [i for rank in per_rank for batch in rank for i in batch]
+    manifest = json.loads((tiny_synth / "manifest.json").read_text())
+    assert len(seen) == len(set(seen)) == 32 and set(seen) == {v["id"] for v in manifest["videos"]}
+
+
+def _train(tiny_synth: Path, run: Path, shards: str, *extra: str, kill_at_checkpoint: bool = False) -> None:
+    from tests.conftest import tiny_config_overrides
+
+    sets = tiny_config_overrides(tiny_synth) + [
+        f"data.shards={shards}", "data.samples_per_epoch=24", "data.num_workers=2", "data.shuffle_buffer=4",
+        "data.shard_retries=2", "data.shard_timeout=2", "train.checkpoint_every=2", "train.epochs=2"]
+    command = [sys.executable, "-m", "videotext.cli", "train", "dual/synthetic", "-o", str(run), "--no-progress",
+               "--no-report", *extra, *[x for s in sets for x in ("--set", s)]]
+    if not kill_at_checkpoint:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (run / "checkpoints" / "last").is_dir() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the first mid-epoch checkpoint is written: kill the run and its readers
+    process.wait()
+
+
+def weights(run: Path) -> dict[str, torch.Tensor]:
+    from videotext.train.checkpoint import read_weights
+
+    return read_weights(run / "checkpoints" / "last")
+
+
+def test_a_run_from_http_equals_the_run_from_disk_and_resumes_after_sigkill(tiny_synth, train_shards, server, tmp_path):
+    pattern = "shard-{000000..000008}.tar"
+    _train(tiny_synth, tmp_path / "disk", f"{train_shards}/{pattern}")
+    server.clear()
+    server.fault("train/shard-000004.tar", "drop", count=1)  # a dropped connection, retried
+    _train(tiny_synth, tmp_path / "http", f"{server.url}/train/{pattern}")
+    reference, over_http = weights(tmp_path / "disk"), weights(tmp_path / "http")
+    assert max(float((reference[k] - over_http[k]).abs().max()) for k in reference) <= 1e-6
+
+    _train(tiny_synth, tmp_path / "killed", f"{server.url}/train/{pattern}", kill_at_checkpoint=True)
+    from videotext.train.checkpoint import load_state
+
+    state = load_state(tmp_path / "killed" / "checkpoints" / "last")["trainer"]
+    assert state["batch"] > 0  # killed after a mid-epoch checkpoint
+    position = state["data_position"]
+    assert [p["batch"] for p in position] == [0, 1] and all(p["shard"].endswith(".tar") and p["offset"] >= 0 for p in position)
+    _train(tiny_synth, tmp_path / "killed", f"{server.url}/train/{pattern}", "--resume")
+    resumed = weights(tmp_path / "killed")
+    assert max(float((reference[k] - resumed[k]).abs().max()) for k in reference) <= 1e-6
+    metrics = [json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if m["kind"] == "train"] == list(range(1, 7))  # each step once
+
+
+def test_a_method_whose_batches_do_not_stream_is_one_clear_error(train_shards):
+    from types import SimpleNamespace
+
+    from videotext.config import load_config
+    from videotext.data.streaming import shard_training_batches
+    from videotext.errors import VideoTextError
+
+    config = load_config("dual/synthetic", [f"data.shards={train_shards}/shard-{{000000..000008}}.tar"])
+    with pytest.raises(VideoTextError, match="method 'dual' does not train from shards yet"):
+        shard_training_batches(SimpleNamespace(streams_shards=False), config, {}, None)
+    batches = shard_training_batches(SimpleNamespace(streams_shards=True), config,
+                                     {"appearance": 1280, "motion": 80, "audio": 128}, None)
+    assert batches.samples_per_epoch == 26 and len(batches.urls) == 9  # the index's training count
+    with pytest.raises(VideoTextError, match=r"expert dims \(shards, run\)"):
+        shard_training_batches(SimpleNamespace(streams_shards=True), config, {"appearance": 512, "motion": 80, "audio": 128}, None)
+
+
+def test_mmt_trains_from_feature_shards_with_its_own_batches(tiny_synth, train_shards, tmp_path):
+    from videotext.config import load_config
+    from videotext.train.trainer import Trainer
+
+    config = load_config("mmt/synthetic", [
+        f"data.manifest={tiny_synth / 'manifest.json'}", f"data.features={tiny_synth / 'features'}",
+        "data.experts=[appearance,motion,audio]", f"data.shards={train_shards}/shard-{{000000..000008}}.tar",
+        "data.samples_per_epoch=16", "data.num_workers=0", "train.epochs=1", "train.batch_size=8",
+        "schedule.warmup_steps=0"])
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    trainer.build()
+    batch = trainer.batches.batch(0, 0)
+    from videotext.data.loaders import caption_video_batch
+    from videotext.data.mmt_features import collate_mmt
+
+    videos = [trainer.data.dataset[i] for i in batch["video_ids"]]  # the same videos, read from the store
+    disk = caption_video_batch(videos, trainer.method.feature_reader(trainer.data.read_features),
+                               trainer.method.prepare_text, config.train.seed, 0, collate=collate_mmt)
+    assert len(videos) == 8 and all(trainer.data.dataset.splits["train"].count(v.id) for v in videos)
+    for part in ("features", "masks", "times", "pooled_max", "pooled_mean"):
+        for expert in EXPERTS:
+            torch.testing.assert_close(batch["video"][part][expert], disk["video"][part][expert], equal_nan=True)
+    assert torch.equal(batch["text"]["input_ids"], disk["text"]["input_ids"])
