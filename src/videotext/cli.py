@@ -140,7 +140,8 @@ def synth(
 @app.command()
 @user_errors
 def extract(
-    source: Path = typer.Argument(..., help="A manifest.json or any folder of videos."),
+    source: str = typer.Argument(..., help="A manifest.json, any folder of videos, or media shards "
+                                            "(`videotext dataset shard`): a brace pattern of .tar paths or URLs."),
     out: Path = typer.Option(..., "--out", "-o", help="Feature store folder (one HDF5 file per expert)."),
     experts: str = typer.Option("appearance,motion,audio", help="Comma-separated experts: appearance, motion, audio, words, clip, speech (transcribes first), ocr (reads on-screen text first)."),
     workers: int = typer.Option(min(2, os.cpu_count() or 1), help="Decoding processes."),
@@ -165,7 +166,12 @@ def extract(
         options=parse_options(option), chunk_seconds=chunk_seconds, workers=workers, batch_size=batch_size,
         device=device, precision=precision, threads=threads, networks_in_workers=networks_in_workers,
     )
-    summary = extract_features(source, split_list(experts), out, settings)
+    from videotext.data.experts.from_shards import extract_from_shards, is_shard_source
+
+    if is_shard_source(source):  # streamed one shard at a time (videotext.data.experts.from_shards)
+        summary = extract_from_shards(source, split_list(experts), out, settings)
+    else:
+        summary = extract_features(Path(source), split_list(experts), out, settings)
     typer.echo(json.dumps(summary, indent=1, default=str))
 
 

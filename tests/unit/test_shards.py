@@ -242,3 +242,34 @@ def test_mmt_trains_from_feature_shards_with_its_own_batches(tiny_synth, train_s
         for expert in EXPERTS:
             torch.testing.assert_close(batch["video"][part][expert], disk["video"][part][expert], equal_nan=True)
     assert torch.equal(batch["text"]["input_ids"], disk["text"]["input_ids"])
+
+
+def test_extraction_from_media_shards_over_http_equals_extraction_from_the_folder(tiny_synth, server, tmp_path):
+    """`videotext extract PATTERN`: one shard at a time, a dropped connection retried; the features
+    equal those extracted from the video files; a rerun writes out and decodes nothing."""
+    from tests.conftest import TINY_EXTRACT
+    from videotext.data.experts import extract_features
+    from videotext.data.experts.from_shards import extract_from_shards
+    from videotext.data.schema import VideoTextDataset
+
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    subset = dataset.subset([v.id for v in list(dataset)[:6]])
+    subset.save(tmp_path / "six.json")
+    served = server.folder / "media"
+    shard_dataset(tmp_path / "six.json", served, "10MB", "media", max_samples=2, progress=False)
+    experts = ["appearance", "audio"]
+    extract_features(tmp_path / "six.json", experts, tmp_path / "folder", rate=1.0, options=TINY_EXTRACT, progress=False)
+    server.clear()
+    server.fault("media/shard-000001.tar", "drop", count=1)
+    summary = extract_from_shards(f"{server.url}/media/shard-{{000000..000002}}.tar", experts, tmp_path / "streamed",
+                                  retry=NO_WAIT, rate=1.0, options=TINY_EXTRACT, progress=False)
+    assert summary["shards"] == 3 and summary["done"] == 6 and summary["failed"] == 0
+    folder, streamed = FeatureStore(tmp_path / "folder"), FeatureStore(tmp_path / "streamed")
+    for expert in experts:
+        assert sorted(streamed.keys(expert)) == sorted(folder.keys(expert)) == sorted(v.id for v in subset)
+        for key in folder.keys(expert):
+            assert np.abs(streamed.get(expert, key)[0] - folder.get(expert, key)[0]).max() <= 1e-6
+    assert not [p for p in (tmp_path / "streamed").iterdir() if p.name.startswith(".shard-")]  # scratch removed
+    again = extract_from_shards(f"{server.url}/media/shard-{{000000..000002}}.tar", experts, tmp_path / "streamed",
+                                retry=NO_WAIT, rate=1.0, options=TINY_EXTRACT, progress=False)
+    assert again["done"] == 0 and again["videos"] == 0
