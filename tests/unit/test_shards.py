@@ -21,9 +21,10 @@ import pytest
 import torch
 
 from tests.shard_server import ShardServer
+from tests.unit.test_frozen_frames import data  # noqa: F401  (the pixel fixture: 4 videos, 3 images)
 from videotext.data.features import FeatureStore
 from videotext.data.shards import read_index, shard_dataset
-from videotext.data.streaming import Retry, ShardBatches, ShardFailed, SlotStream, read_shard
+from videotext.data.streaming import FeatureDecoder, Retry, ShardBatches, ShardFailed, SlotStream, read_shard
 
 EXPERTS = ["appearance", "motion", "audio"]
 NEEDS = ["json", *[f"{e}.npy" for e in EXPERTS], *[f"{e}.times.npy" for e in EXPERTS]]
@@ -119,9 +120,8 @@ def _read_epoch(rank: int, world: int, url: str, out: str) -> None:
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["SHARD_TEST_PORT"])
     torch_dist.init_process_group("gloo", rank=rank, world_size=world)
-    batches = ShardBatches(url, assemble=lambda videos, reader, epoch: {}, make_reader=lambda store: store,
-                           dims={e: 1 for e in EXPERTS}, experts=EXPERTS, batch_size=8, samples_per_epoch=32, seed=5,
-                           workers=2, buffer=3)
+    batches = ShardBatches(url, FeatureDecoder(EXPERTS), assemble=lambda items, epoch: {}, batch_size=8,
+                           samples_per_epoch=32, seed=5, workers=2, buffer=3)
     batches.shard(torch_dist.get_rank(), world)
     ids = [batches.batch(0, index)["video_ids"] for index in range(batches.epoch_length(0))]
     gathered = [None] * world
@@ -273,3 +273,35 @@ def test_extraction_from_media_shards_over_http_equals_extraction_from_the_folde
     again = extract_from_shards(f"{server.url}/media/shard-{{000000..000002}}.tar", experts, tmp_path / "streamed",
                                 retry=NO_WAIT, rate=1.0, options=TINY_EXTRACT, progress=False)
     assert again["done"] == 0 and again["videos"] == 0
+
+
+def test_frozen_clips_from_media_shards_equal_the_clips_from_files(data, tmp_path):  # noqa: F811
+    """Frozen (§3.2, §4.5) from shards: each clip equals the one `FrameBatches` cuts from the file
+    (same frames, crop and flip), the curriculum's frame count per epoch, images alternating."""
+    from tests.unit.test_frozen_frames import curriculum_config
+    from videotext.data.frames import frame_item
+    from videotext.data.schema import VideoTextDataset
+    from videotext.train.trainer import Trainer
+
+    config = curriculum_config(data, "train.batch_size=3", f"model.image_manifest={data / 'images.json'}",
+                               "model.image_batch_size=3")
+    shard_dataset(data / "split.json", tmp_path / "videos", "10MB", "media", splits=["train"], progress=False)
+    shard_dataset(data / "images.json", tmp_path / "images", "10MB", "media", progress=False)
+    disk = Trainer(config, tmp_path / "disk", progress=False)
+    disk.build()
+    config.data.shards = f"{tmp_path / 'videos'}/shard-000000.tar"
+    config.data.num_workers = 1
+    config.model["image_shards"] = f"{tmp_path / 'images'}/shard-000000.tar"
+    streamed = Trainer(config, tmp_path / "streamed", progress=False)
+    streamed.build()
+    method = disk.method
+    source = method._source(disk.train_set)
+    for epoch, frames in ((0, 1), (1, 2)):
+        batch = streamed.batches.batch(epoch, 0)  # the video batch (batch 1 is the images')
+        assert batch["video"]["frames"].shape[:2] == (3, frames) and sorted(batch["video_ids"]) == ["v0", "v1", "v2"]
+        for row, video_id in enumerate(batch["video_ids"]):
+            text, clip = frame_item(source, disk.train_set[video_id], config.train.seed, epoch, frames)
+            assert torch.equal(batch["video"]["frames"][row], clip)
+        images = streamed.batches.batch(epoch, 1)
+        assert images["video"]["frames"].shape[1] == 1 and len(images["video_ids"]) == 3
+    assert VideoTextDataset.load(data / "images.json").videos.keys() >= set(images["video_ids"])

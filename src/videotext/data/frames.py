@@ -218,16 +218,28 @@ class FrameBatches(SeededBatches):
 
     def batch(self, epoch: int, index: int) -> dict[str, Any]:
         ids = [self.video_ids[i] for i in self.positions(epoch, index)]
-        clips, texts = [], []
-        for video_id in ids:
-            video = self.dataset[video_id]
-            rng = rng_for(self.seed, epoch, video_id)
-            texts.append(sample_text(video.captions, rng, self.paragraphs))
-            frames = 1 if video.kind == "image" else self.frames_for_epoch(epoch)
-            times = train_times(self.source.duration(video), frames, rng)
-            clips.append(train_transform(self.source.clip(video, times), self.source.spec, rng))
-        frames_tensor = torch.stack(clips)  # [B, F, 3, S, S]
-        return {"video": {"frames": frames_tensor, "video_ids": ids}, "text": self.prepare_text(texts), "video_ids": ids}
+        items = [frame_item(self.source, self.dataset[i], self.seed, epoch, self.frames_for_epoch(epoch), self.paragraphs)
+                 for i in ids]
+        return frame_batch(ids, items, self.prepare_text)
+
+
+def frame_item(source: "FrameSource", video: Video, seed: int, epoch: int, frames: int,
+               paragraphs: bool = False) -> tuple[str, torch.Tensor]:
+    """One training example of a clip batch: (its drawn caption, its clip [F, 3, S, S]), a pure
+    function of (seed, epoch, video id). Images are one frame. Shared by batches from disk and from
+    shards (`videotext.data.streaming`)."""
+    rng = rng_for(seed, epoch, video.id)
+    text = sample_text(video.captions, rng, paragraphs)
+    times = train_times(source.duration(video), 1 if video.kind == "image" else frames, rng)
+    return text, train_transform(source.clip(video, times), source.spec, rng)
+
+
+def frame_batch(ids: list[str], items: Sequence[tuple[str, torch.Tensor]], prepare_text: Callable[[list[str]], Any]
+                ) -> dict[str, Any]:
+    """{"video": {"frames": [B, F, 3, S, S], "video_ids"}, "text", "video_ids"} of `frame_item`s."""
+    frames = torch.stack([clip for _, clip in items])
+    return {"video": {"frames": frames, "video_ids": ids}, "text": prepare_text([text for text, _ in items]),
+            "video_ids": ids}
 
 
 class AlternatingBatches(MixtureBatches):

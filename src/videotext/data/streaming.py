@@ -31,6 +31,7 @@ import subprocess
 import tarfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -69,8 +70,9 @@ def open_url(url: str, timeout: float) -> tuple[Any, Callable[[], None]]:
             response.close()
             raise OSError(f"HTTP {response.status_code} {response.reason}")
         response.raw.decode_content = True
-        ahead = ReadAhead(response.raw)  # the network read overlaps the decoding of what came before
-        return ahead, lambda: (ahead.close(), response.close())
+        # tarfile reads a member header at a time: buffered, those are copies, not socket reads. (A
+        # read-ahead thread was slower: it waits for the GIL while the samples are decoded.)
+        return io.BufferedReader(response.raw, 4 * READ_BUFFER), response.close
     if url.startswith("pipe:"):
         process = subprocess.Popen(url[len("pipe:"):], shell=True, stdout=subprocess.PIPE)
 
@@ -85,68 +87,6 @@ def open_url(url: str, timeout: float) -> tuple[Any, Callable[[], None]]:
         return handle, handle.close
     handle = open(url.removeprefix("file://"), "rb", buffering=READ_BUFFER)
     return handle, handle.close
-
-
-class ReadAhead(io.RawIOBase):
-    """A stream read by a background thread, `depth` chunks ahead of its reader, so that waiting
-    for the network and decoding the samples already read happen at the same time. Memory:
-    at most `depth` × `chunk` bytes. An error of the read is raised to the reader."""
-
-    def __init__(self, raw: Any, chunk: int = READ_BUFFER, depth: int = 8):
-        import queue
-        import threading
-
-        super().__init__()
-        self._chunks: Any = queue.Queue(maxsize=depth)
-        self._current, self._offset, self._done = b"", 0, False
-        self._stop = threading.Event()
-
-        def fill() -> None:
-            try:
-                while not self._stop.is_set():
-                    data = raw.read(chunk)
-                    self._put(data)
-                    if not data:
-                        return
-            except BaseException as exc:  # noqa: BLE001 - handed to the reader
-                self._put(exc)
-
-        self._thread = threading.Thread(target=fill, daemon=True)
-        self._thread.start()
-
-    def _put(self, item: Any) -> None:
-        import queue
-
-        while not self._stop.is_set():
-            try:
-                self._chunks.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while self._offset >= len(self._current):
-            if self._done:
-                return 0
-            item = self._chunks.get()
-            if isinstance(item, BaseException):
-                self._done = True
-                raise item
-            if not item:
-                self._done = True
-                return 0
-            self._current, self._offset = item, 0
-        size = min(len(buffer), len(self._current) - self._offset)
-        buffer[:size] = self._current[self._offset : self._offset + size]
-        self._offset += size
-        return size
-
-    def close(self) -> None:
-        self._stop.set()
-        super().close()
 
 
 def read_index(pattern: str, timeout: float = 30.0) -> dict[str, Any] | None:
@@ -229,10 +169,60 @@ def read_shard(url: str, needs: Sequence[str], expected: int | None = None, retr
     raise ShardFailed(f"{url}: {type(last_error).__name__}: {last_error} (after {retry.retries} retries)")
 
 
+def sample_video(sample: dict[str, bytes]) -> Video:
+    record = json.loads(sample["json"].decode("utf-8"))
+    return Video.from_dict({k: v for k, v in record.items() if k not in ("split", "missing")}, source=sample["__key__"])
+
+
+class FeatureDecoder:
+    """A features sample → (Video, {expert: (features, times, missing)}), in a loader worker."""
+
+    def __init__(self, experts: Sequence[str]):
+        self.experts = list(experts)
+        self.needs = ["json", *[f"{e}.npy" for e in self.experts], *[f"{e}.times.npy" for e in self.experts]]
+
+    def __call__(self, sample: dict[str, bytes], epoch: int) -> tuple[Video, Any]:
+        return decode_sample(sample, self.experts)
+
+
+class FrameDecoder:
+    """A media sample → (Video, (drawn caption, clip [F, 3, S, S])), decoded in a loader worker as
+    `FrameBatches` decodes a file (`frame_item`): the media is written to a scratch file first."""
+
+    needs = ["json"]
+
+    def __init__(self, spec: Any, seed: int, frames: dict[int, int], paragraphs: bool = False):
+        import dataclasses
+
+        # as the files' source reads: "off" decodes the clip's frames, a cache decodes the video at
+        # cache_fps and picks the nearest (in memory here: a sample is read once per epoch)
+        self.spec = dataclasses.replace(spec, cache="off" if spec.cache == "off" else "memory")
+        self.seed, self.frames, self.paragraphs = seed, dict(frames), paragraphs
+
+    def __call__(self, sample: dict[str, bytes], epoch: int) -> tuple[Video, Any]:
+        import tempfile
+
+        from videotext.data.frames import FrameSource, frame_item
+        from videotext.data.schema import VideoTextDataset
+
+        video = sample_video(sample)
+        media = next((k for k in sample if k not in ("json", "__key__")), None)
+        if media is None:
+            raise VideoTextError(f"shard sample {sample['__key__']} ({video.id}) holds no media file: frames need "
+                                 f"media shards (`videotext dataset shard --content media`)")
+        with tempfile.TemporaryDirectory(prefix="videotext-frames-") as scratch:
+            path = Path(scratch) / f"clip.{media}"
+            path.write_bytes(sample[media])
+            video.path = str(path)
+            source = FrameSource(VideoTextDataset("shard", [video]), self.spec)
+            return video, frame_item(source, video, self.seed, epoch, self.frames.get(epoch, max(self.frames.values())),
+                                     self.paragraphs)
+
+
 def decode_sample(sample: dict[str, bytes], experts: Sequence[str]) -> tuple[Video, dict[str, Any]]:
     """The sample's Video (its JSON) and {expert: (features [T, D], times [T])}."""
     record = json.loads(sample["json"].decode("utf-8"))
-    video = Video.from_dict({k: v for k, v in record.items() if k not in ("split", "missing")}, source=sample["__key__"])
+    video = sample_video(sample)
     features = {}
     for expert in experts:
         values = np.load(io.BytesIO(sample[f"{expert}.npy"]), allow_pickle=False)
@@ -332,11 +322,12 @@ class SlotStream:
 
 
 class WorkerBatches(torch.utils.data.IterableDataset):
-    """What one loader worker yields: its batches of one rank's epoch, as raw samples."""
+    """What one loader worker yields: its batches of one rank's epoch, each sample decoded by
+    `spec["decoder"]` (features, or a clip decoded from media)."""
 
-    def __init__(self, spec: dict[str, Any], epoch: int, start: int, length: int):
+    def __init__(self, spec: dict[str, Any], epoch: int, start: int, length: int, batch_size: int):
         super().__init__()
-        self.spec, self.epoch, self.start, self.length = spec, epoch, start, length
+        self.spec, self.epoch, self.start, self.length, self.batch_size = spec, epoch, start, length, batch_size
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
@@ -344,63 +335,63 @@ class WorkerBatches(torch.utils.data.IterableDataset):
         loader_worker = info.id if info is not None else 0
         role = (loader_worker + self.start) % workers  # batch `start` comes from loader worker 0
         slot = spec["rank"] * workers + role
-        stream = SlotStream(spec["urls"], spec["counts"], spec["needs"], spec["seed"], self.epoch, slot,
+        decoder = spec["decoder"]
+        stream = SlotStream(spec["urls"], spec["counts"], decoder.needs, spec["seed"], self.epoch, slot,
                             spec["world"] * workers, spec["buffer"], spec["retry"], spec["failures"], spec["split"])
         samples = iter(stream)
-        size = spec["batch_size"]
         for index in range(role, self.length, workers):
-            batch = [next(samples) for _ in range(size)]  # raw bytes: batches before `start` are not decoded
+            batch = [next(samples) for _ in range(self.batch_size)]  # raw bytes: batches before `start` are not decoded
             if index < self.start:
                 continue
-            yield {"index": index, "samples": [decode_sample(s, spec["experts"]) for s in batch],
-                   "position": dict(stream.position)}
+            yield {"index": index, "samples": [decoder(s, self.epoch) for s in batch], "position": dict(stream.position)}
 
 
 class ShardBatches:
     """A run's training batches from shards, with the same `batch(epoch, index)` / `epoch_length`
-    as batches from disk: `assemble(videos, read_features, epoch)` is the method's own batch."""
+    as batches from disk. Workers decode each sample with `decoder`; `assemble(items, epoch)` makes
+    the method's own batch of them in the trainer's process. `batch_size` may change per epoch
+    (a callable: Frozen's curriculum stages, §4.3)."""
 
-    def __init__(self, pattern: str | Sequence[str], assemble: Callable[[list[Video], Any, int], dict[str, Any]],
-                 make_reader: Callable[[SampleStore], Any], dims: dict[str, int], experts: Sequence[str],
-                 batch_size: int, samples_per_epoch: int, seed: int, workers: int = 2, buffer: int = 1000,
-                 retry: Retry = Retry(), failures: str | os.PathLike | None = None, rank: int = 0, world: int = 1,
+    def __init__(self, pattern: str | Sequence[str], decoder: Any, assemble: Callable[[list[Any], int], dict[str, Any]],
+                 batch_size: int | Callable[[int], int], samples_per_epoch: int, seed: int, workers: int = 2,
+                 buffer: int = 1000, retry: Retry = Retry(), failures: str | os.PathLike | None = None,
                  index: dict[str, Any] | None = None, split: str | None = None):
         self.urls = expand(pattern)
         counts = {}
         if index:  # sample counts let a reader see a shard that ended early
             by_name = {s["name"]: int(s["samples"]) for s in index.get("shards", [])}
             counts = {u: by_name[u.rsplit("/", 1)[-1]] for u in self.urls if u.rsplit("/", 1)[-1] in by_name}
-        if batch_size % world:
-            raise VideoTextError(f"train.batch_size={batch_size} does not split over {world} ranks")
-        self.batch_size, self.samples_per_epoch, self.world = batch_size, samples_per_epoch, world
-        self.assemble, self.make_reader, self.dims = assemble, make_reader, dims
+        self.batch_size_at = batch_size if callable(batch_size) else (lambda epoch, size=batch_size: size)
+        self.samples_per_epoch, self.world, self.assemble = samples_per_epoch, 1, assemble
         self.workers = max(1, workers)
         self.loader_workers = workers  # 0: read in this process
-        needs = ["json", *[f"{e}.npy" for e in experts], *[f"{e}.times.npy" for e in experts]]
-        self.spec = {"urls": self.urls, "counts": counts, "needs": needs, "experts": list(experts), "seed": seed,
-                     "rank": rank, "world": world, "workers": self.workers, "buffer": buffer, "retry": retry,
-                     "failures": str(failures) if failures else None, "batch_size": batch_size // world,
-                     "split": split}
+        self.spec = {"urls": self.urls, "counts": counts, "decoder": decoder, "seed": seed, "rank": 0, "world": 1,
+                     "workers": self.workers, "buffer": buffer, "retry": retry,
+                     "failures": str(failures) if failures else None, "split": split}
         self._iterator: Iterator[dict[str, Any]] | None = None
         self._next: tuple[int, int] | None = None
         self.positions: dict[int, dict[str, Any]] = {}  # worker role -> its last position
 
     def shard(self, rank: int, world: int) -> None:
         """This rank's readers take slots rank × workers … (the trainer calls this under torchrun)."""
-        if self.batch_size % world:
-            raise VideoTextError(f"train.batch_size={self.batch_size} does not split over {world} ranks")
         self.world = world
-        self.spec.update(rank=rank, world=world, batch_size=self.batch_size // world)
+        self.spec.update(rank=rank, world=world)
         self._iterator = None
 
+    def rank_batch_size(self, epoch: int) -> int:
+        size = self.batch_size_at(epoch)
+        if size % self.world:
+            raise VideoTextError(f"a batch of {size} (train.batch_size, or the stage's) does not split over {self.world} ranks")
+        return size // self.world
+
     def epoch_length(self, epoch: int) -> int:
-        return self.samples_per_epoch // self.batch_size
+        return self.samples_per_epoch // self.batch_size_at(epoch)
 
     def __len__(self) -> int:
         return self.epoch_length(0)
 
     def _open(self, epoch: int, start: int) -> Iterator[dict[str, Any]]:
-        dataset = WorkerBatches(self.spec, epoch, start, self.epoch_length(epoch))
+        dataset = WorkerBatches(self.spec, epoch, start, self.epoch_length(epoch), self.rank_batch_size(epoch))
         if self.loader_workers == 0:
             return iter(dataset)
         # its own generator: a loader draws its workers' base seed from the one it is given, and a
@@ -418,10 +409,8 @@ class ShardBatches:
             raise VideoTextError(f"shard stream: batch {item['index']} arrived where {index} was due")
         self._next = (epoch, index + 1)
         self.positions[index % self.workers] = {"epoch": epoch, "batch": index, **item["position"]}
-        videos = [video for video, _ in item["samples"]]
-        reader = self.make_reader(SampleStore(self.dims, item["samples"]))
-        out = self.assemble(videos, reader, epoch)
-        out["video_ids"] = [v.id for v in videos]
+        out = self.assemble(item["samples"], epoch)
+        out["video_ids"] = [video.id for video, _ in item["samples"]]
         return out
 
     def position(self) -> list[dict[str, Any]]:
@@ -429,31 +418,44 @@ class ShardBatches:
         return [self.positions[role] for role in sorted(self.positions)]
 
 
-def shard_training_batches(method: Any, config: Any, dims: dict[str, int], failures: str | os.PathLike | None) -> ShardBatches:
-    """The run's training batches from `data.shards` (the method's own batch, `stream_batch`)."""
+def samples_in(index: dict[str, Any] | None, split: str, given: int, key: str) -> int:
+    """Samples per epoch: `given`, else the shard index's count of `split`."""
+    samples = given or int(((index or {}).get("splits") or {}).get(split, 0))
+    if samples <= 0:
+        raise VideoTextError(f"{key}: set it (the shards have no shards.json beside them to count their "
+                             f"{split!r} samples)")
+    return samples
+
+
+def shard_training_batches(method: Any, config: Any, dims: dict[str, int], failures: str | os.PathLike | None) -> Any:
+    """The run's training batches from `data.shards`: expert features assembled by the method's own
+    `stream_batch`, or, for a method on pixels, the clip batches of its `shard_batches`."""
     from videotext.data.loaders import VideoFeatures
 
     cfg = config.data
     if not getattr(method, "streams_shards", False):
         raise VideoTextError(f"data.shards: method {config.method!r} does not train from shards yet (its batches "
-                             f"are not one caption with one video's expert features); use data.manifest")
+                             f"are neither one caption with one video's features nor clips); use data.manifest")
     if cfg.mixture or cfg.text != "captions":
         raise VideoTextError("data.shards: reads captions of whole videos; data.mixture and data.text "
                              f"{cfg.text!r} are for data on disk")
     index = read_index(cfg.shards, cfg.shard_timeout)
+    samples = samples_in(index, cfg.train_split, cfg.samples_per_epoch, "data.samples_per_epoch")
+    seed = config.train.seed
+    common = {"seed": seed, "workers": cfg.num_workers, "buffer": cfg.shuffle_buffer, "failures": failures,
+              "retry": Retry(cfg.shard_retries, 1.0, cfg.shard_timeout)}
+    if getattr(method, "video_inputs", "features") == "frames":
+        return method.shard_batches(cfg.shards, samples, index, config, common)
     if index is not None:
         stored = index.get("dims") or {}
         wrong = {e: (stored.get(e), d) for e, d in dims.items() if stored.get(e) != d}
         if wrong:
             raise VideoTextError(f"data.shards: expert dims (shards, run) {wrong} differ")
-    samples = cfg.samples_per_epoch or int(((index or {}).get("splits") or {}).get(cfg.train_split, 0))
-    if samples <= 0:
-        raise VideoTextError("data.shards: set data.samples_per_epoch (the shards have no shards.json beside "
-                             "them to count their training samples)")
-    seed, experts = config.train.seed, list(cfg.experts)
-    return ShardBatches(
-        cfg.shards, assemble=lambda videos, reader, epoch: method.stream_batch(videos, reader, epoch, seed),
-        make_reader=lambda store: VideoFeatures(store, experts, cfg.max_steps_per_expert), dims=dims,
-        experts=experts, batch_size=config.train.batch_size, samples_per_epoch=samples, seed=seed,
-        workers=cfg.num_workers, buffer=cfg.shuffle_buffer, retry=Retry(cfg.shard_retries, 1.0, cfg.shard_timeout),
-        failures=failures, index=index, split=cfg.train_split)
+    experts = list(cfg.experts)
+
+    def assemble(items: list[Any], epoch: int) -> dict[str, Any]:
+        reader = VideoFeatures(SampleStore(dims, items), experts, cfg.max_steps_per_expert)
+        return method.stream_batch([video for video, _ in items], reader, epoch, seed)
+
+    return ShardBatches(cfg.shards, FeatureDecoder(experts), assemble, config.train.batch_size, samples,
+                        index=index, split=cfg.train_split, **common)
