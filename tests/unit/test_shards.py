@@ -305,3 +305,40 @@ def test_frozen_clips_from_media_shards_equal_the_clips_from_files(data, tmp_pat
         images = streamed.batches.batch(epoch, 1)
         assert images["video"]["frames"].shape[1] == 1 and len(images["video_ids"]) == 3
     assert VideoTextDataset.load(data / "images.json").videos.keys() >= set(images["video_ids"])
+
+
+def test_mmt_pretraining_windows_from_shards_equal_the_windows_from_disk(tmp_path):
+    """MMT §4.2 pre-training (`mmt/pretrain_synthetic`: data.text narration, 24-word windows) from
+    feature shards: each video's window text and its cropped features equal the disk path's."""
+    from tests.conftest import TINY_EXTRACT
+    from videotext.config import load_config
+    from videotext.data.experts import extract_features
+    from videotext.data.loaders import caption_video_batch
+    from videotext.data.mmt_features import collate_mmt
+    from videotext.data.narration import window_of
+    from videotext.data.synthetic import synthesize
+    from videotext.train.trainer import Trainer
+
+    root = tmp_path / "narrated"
+    synthesize(root, 12, 3, progress=False, narration=True)
+    extract_features(root / "manifest.json", EXPERTS, root / "features", rate=1.0, options=TINY_EXTRACT, progress=False)
+    shard_dataset(root / "manifest.json", tmp_path / "shards", "10MB", "features", root / "features", EXPERTS,
+                  splits=["train"], max_samples=3, progress=False)
+    count = len(read_index(tmp_path / "shards")["shards"])
+    config = load_config("mmt/pretrain_synthetic", [
+        f"data.manifest={root / 'manifest.json'}", f"data.features={root / 'features'}", "train.batch_size=4",
+        f"data.shards={tmp_path / 'shards'}/shard-{{000000..{count - 1:06d}}}.tar", "data.num_workers=0",
+        "data.samples_per_epoch=8", "train.epochs=1"])
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    trainer.build()
+    method, seed = trainer.method, config.train.seed
+    for epoch in (0, 1):
+        batch = trainer.batches.batch(epoch, 0)
+        videos = [window_of(trainer.data.dataset[i], seed, epoch, config.data.narration) for i in batch["video_ids"]]
+        disk = caption_video_batch(videos, method.feature_reader(trainer.data.read_features), method.prepare_text, seed,
+                                   epoch, collate=collate_mmt)
+        assert all(v.feature_key.startswith(f"{v.id}@") for v in videos)  # features cut to the window
+        assert torch.equal(batch["text"]["input_ids"], disk["text"]["input_ids"])
+        for part in ("features", "masks", "times"):
+            for expert in EXPERTS:
+                torch.testing.assert_close(batch["video"][part][expert], disk["video"][part][expert], equal_nan=True)

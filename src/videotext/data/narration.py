@@ -191,6 +191,21 @@ def sample_window(video: Video, rng: random.Random, window_words: int, window_se
     return (remove_stop_words(text) if stop_words else text), start, end
 
 
+def window_of(video: Video, seed: int, epoch: int, options: NarrationOptions) -> Video:
+    """`video` as a training step of `epoch` sees it: the narration window of (seed, epoch, video
+    id) as its one caption, its features cut to the window's span (a `SpanStore` key)."""
+    rng = random.Random(f"narration/{seed}/{epoch}/{video.id}")
+    text, start, end = sample_window(video, rng, options.window_words, options.window_seconds,
+                                     options.remove_stop_words)
+    return dataclasses.replace(video, captions=[text], feature_key=span_key(video.key, start, end),
+                               duration=end - start)
+
+
+def has_narration(speech: list[Any]) -> bool:
+    """Whether narration lines (Segments, or their dicts in a manifest) hold a word."""
+    return any(str(line.sentence if isinstance(line, Segment) else line.get("sentence", "")).strip() for line in speech)
+
+
 class _WindowView:
     """The dataset as batches of one epoch see it: each video a freshly drawn window."""
 
@@ -198,12 +213,7 @@ class _WindowView:
         self.dataset, self.seed, self.epoch, self.options = dataset, seed, epoch, options
 
     def __getitem__(self, video_id: str) -> Video:
-        video = self.dataset[video_id]
-        rng = random.Random(f"narration/{self.seed}/{self.epoch}/{video_id}")
-        text, start, end = sample_window(video, rng, self.options.window_words, self.options.window_seconds,
-                                         self.options.remove_stop_words)
-        return dataclasses.replace(video, captions=[text], feature_key=span_key(video.key, start, end),
-                                   duration=end - start)
+        return window_of(self.dataset[video_id], self.seed, self.epoch, self.options)
 
     def __getattr__(self, name: str) -> Any:
         if name == "dataset":

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from videotext.data.narration import SpanStore, has_narration, window_of
 from videotext.data.schema import Video
 from videotext.data.shards import INDEX
 from videotext.errors import VideoTextError
@@ -269,9 +270,9 @@ class SlotStream:
 
     def __init__(self, urls: Sequence[str], counts: dict[str, int], needs: Sequence[str], seed: int, epoch: int,
                  slot: int, slots: int, buffer: int, retry: Retry, failures: str | os.PathLike | None,
-                 split: str | None = None):
+                 split: str | None = None, narrated: bool = False):
         self.shards = slot_shards(urls, seed, epoch, slot, slots)
-        self.split = split
+        self.split, self.narrated = split, narrated
         self.counts, self.needs, self.retry = counts, list(needs), retry
         self.seed, self.epoch, self.slot, self.buffer = seed, epoch, slot, max(1, buffer)
         self.failures = FailureLog(failures) if failures else None
@@ -286,8 +287,12 @@ class SlotStream:
             for url in order:
                 try:
                     for offset, sample in read_shard(url, self.needs, self.counts.get(url), self.retry):
-                        if self.split and json.loads(sample["json"]).get("split") not in (None, self.split):
-                            continue  # shards of every split: only the training split is trained on
+                        if self.split or self.narrated:
+                            record = json.loads(sample["json"])
+                            if self.split and record.get("split") not in (None, self.split):
+                                continue  # shards of every split: only the training split is trained on
+                            if self.narrated and not has_narration(record.get("speech") or []):
+                                continue  # narration windows need narration (as data.text=narration drops it)
                         produced += 1
                         yield url, offset, sample
                 except ShardFailed as exc:
@@ -337,7 +342,8 @@ class WorkerBatches(torch.utils.data.IterableDataset):
         slot = spec["rank"] * workers + role
         decoder = spec["decoder"]
         stream = SlotStream(spec["urls"], spec["counts"], decoder.needs, spec["seed"], self.epoch, slot,
-                            spec["world"] * workers, spec["buffer"], spec["retry"], spec["failures"], spec["split"])
+                            spec["world"] * workers, spec["buffer"], spec["retry"], spec["failures"], spec["split"],
+                            spec.get("narrated", False))
         samples = iter(stream)
         for index in range(role, self.length, workers):
             batch = [next(samples) for _ in range(self.batch_size)]  # raw bytes: batches before `start` are not decoded
@@ -355,7 +361,7 @@ class ShardBatches:
     def __init__(self, pattern: str | Sequence[str], decoder: Any, assemble: Callable[[list[Any], int], dict[str, Any]],
                  batch_size: int | Callable[[int], int], samples_per_epoch: int, seed: int, workers: int = 2,
                  buffer: int = 1000, retry: Retry = Retry(), failures: str | os.PathLike | None = None,
-                 index: dict[str, Any] | None = None, split: str | None = None):
+                 index: dict[str, Any] | None = None, split: str | None = None, narrated: bool = False):
         self.urls = expand(pattern)
         counts = {}
         if index:  # sample counts let a reader see a shard that ended early
@@ -367,7 +373,7 @@ class ShardBatches:
         self.loader_workers = workers  # 0: read in this process
         self.spec = {"urls": self.urls, "counts": counts, "decoder": decoder, "seed": seed, "rank": 0, "world": 1,
                      "workers": self.workers, "buffer": buffer, "retry": retry,
-                     "failures": str(failures) if failures else None, "split": split}
+                     "failures": str(failures) if failures else None, "split": split, "narrated": narrated}
         self._iterator: Iterator[dict[str, Any]] | None = None
         self._next: tuple[int, int] | None = None
         self.positions: dict[int, dict[str, Any]] = {}  # worker role -> its last position
@@ -436,9 +442,10 @@ def shard_training_batches(method: Any, config: Any, dims: dict[str, int], failu
     if not getattr(method, "streams_shards", False):
         raise VideoTextError(f"data.shards: method {config.method!r} does not train from shards yet (its batches "
                              f"are neither one caption with one video's features nor clips); use data.manifest")
-    if cfg.mixture or cfg.text != "captions":
-        raise VideoTextError("data.shards: reads captions of whole videos; data.mixture and data.text "
-                             f"{cfg.text!r} are for data on disk")
+    windows = cfg.text == "narration" and cfg.narration.window_words > 0  # MMT §4.2 pre-training
+    if cfg.mixture or cfg.text not in ("captions", "narration") or (cfg.text == "narration" and not windows):
+        raise VideoTextError(f"data.shards: streams captions, or narration windows (data.narration.window_words "
+                             f"> 0); data.mixture, data.text {cfg.text!r} and narration clips are for data on disk")
     index = read_index(cfg.shards, cfg.shard_timeout)
     samples = samples_in(index, cfg.train_split, cfg.samples_per_epoch, "data.samples_per_epoch")
     seed = config.train.seed
@@ -454,8 +461,12 @@ def shard_training_batches(method: Any, config: Any, dims: dict[str, int], failu
     experts = list(cfg.experts)
 
     def assemble(items: list[Any], epoch: int) -> dict[str, Any]:
-        reader = VideoFeatures(SampleStore(dims, items), experts, cfg.max_steps_per_expert)
-        return method.stream_batch([video for video, _ in items], reader, epoch, seed)
+        videos = [video for video, _ in items]
+        store: Any = SampleStore(dims, items)
+        if windows:  # each video's narration window of (seed, epoch, video), its features cut to it
+            videos, store = [window_of(video, seed, epoch, cfg.narration) for video in videos], SpanStore(store)
+        reader = VideoFeatures(store, experts, cfg.max_steps_per_expert)
+        return method.stream_batch(videos, reader, epoch, seed)
 
     return ShardBatches(cfg.shards, FeatureDecoder(experts), assemble, config.train.batch_size, samples,
-                        index=index, split=cfg.train_split, **common)
+                        index=index, split=cfg.train_split, narrated=windows, **common)
