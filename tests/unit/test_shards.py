@@ -342,3 +342,10 @@ def test_mmt_pretraining_windows_from_shards_equal_the_windows_from_disk(tmp_pat
         for part in ("features", "masks", "times"):
             for expert in EXPERTS:
                 torch.testing.assert_close(batch["video"][part][expert], disk["video"][part][expert], equal_nan=True)
+
+
+def test_a_pipe_reads_the_same_samples(train_shards):
+    path = train_shards / "shard-000003.tar"
+    local = [sample for _, sample in read_shard(str(path), NEEDS, 3)]
+    piped = [sample for _, sample in read_shard(f"pipe:cat {path}", NEEDS, 3, NO_WAIT)]
+    assert len(local) == 3 and piped == local
