@@ -349,3 +349,16 @@ def test_a_pipe_reads_the_same_samples(train_shards):
     local = [sample for _, sample in read_shard(str(path), NEEDS, 3)]
     piped = [sample for _, sample in read_shard(f"pipe:cat {path}", NEEDS, 3, NO_WAIT)]
     assert len(local) == 3 and piped == local
+
+
+def test_an_fsspec_url_reads_the_same_samples(train_shards):
+    """Object storage goes through fsspec (s3://, gs:// with their packages); its in-memory file
+    system stands in for one here."""
+    import fsspec
+
+    path = train_shards / "shard-000005.tar"
+    with fsspec.open("memory://bucket/shard-000005.tar", "wb") as handle:
+        handle.write(path.read_bytes())
+    local = [sample for _, sample in read_shard(str(path), NEEDS, 3)]
+    remote = [sample for _, sample in read_shard("memory://bucket/shard-000005.tar", NEEDS, 3, NO_WAIT)]
+    assert len(local) == 3 and remote == local
