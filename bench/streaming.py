@@ -11,6 +11,8 @@ pass over every sample, in one process, in alternating order, best of `--rounds`
 - features: the shard stream (`SlotStream` over HTTP, decoded to arrays) against the same shards
   read from the folder, and against the feature store itself (`VideoFeatures`, what training on
   data.manifest reads);
+- the training reader itself (`ShardBatches`, 2 loader worker processes, batches of 50) over the
+  same features in 16 MB shards, from HTTP and from the folder;
 - pixels: media shards over HTTP against the video files in the folder, every frame of each of the
   first `--pixel-videos` videos decoded (PyAV) to RGB arrays: what a pixel method's loader does.
 Memory: a fresh process streams the feature shards once at 1× and once at `--copies`× the data
@@ -76,6 +78,15 @@ def decoded_frames(source) -> int:
         return sum(frame.to_ndarray(format="rgb24").size > 0 for frame in container.decode(video=0))
 
 
+def loader_pass(pattern: str, samples: int, workers: int = 2, batch: int = 50) -> int:
+    """One epoch of `ShardBatches` with `workers` loader processes (what training reads), decoded."""
+    from videotext.data.streaming import FeatureDecoder, ShardBatches
+
+    batches = ShardBatches(pattern, FeatureDecoder(EXPERTS), assemble=lambda items, epoch: {}, batch_size=batch,
+                           samples_per_epoch=samples, seed=0, workers=workers, buffer=100)
+    return sum(len(batches.batch(0, index)["video_ids"]) for index in range(batches.epoch_length(0)))
+
+
 def timed(function, *args) -> tuple[float, object]:
     started = time.perf_counter()
     result = function(*args)
@@ -132,6 +143,10 @@ def main() -> None:
         feature_http = f"{server.url}/features/shard-{{000000..{last(features)}}}.tar"
         feature_disk = f"{served}/features/shard-{{000000..{last(features)}}}.tar"
         media_http = f"{server.url}/media/shard-{{000000..{last(media)}}}.tar"
+        # the training reader deals whole shards to its workers: the same features in 16 MB shards
+        split = shard_dataset(manifest, served / "split", "16MB", "features", store, EXPERTS, progress=False)
+        feature_http_split = f"{server.url}/split/shard-{{000000..{last(split)}}}.tar"
+        feature_disk_split = f"{served}/split/shard-{{000000..{last(split)}}}.tar"
         reader = VideoFeatures(FeatureStore(store), EXPERTS, max_steps=1 << 30)
         pixels = VideoTextDataset.load(pixel_manifest)
 
@@ -147,6 +162,8 @@ def main() -> None:
             for name, run in (("features over HTTP", lambda: stream_pass(feature_http, EXPERTS, total)),
                               ("features, shards in a folder", lambda: stream_pass(feature_disk, EXPERTS, total)),
                               ("features, feature store", store_pass),
+                              ("features over HTTP, 2 loader workers", lambda: loader_pass(feature_http_split, total)),
+                              ("features in a folder, 2 loader workers", lambda: loader_pass(feature_disk_split, total)),
                               ("media over HTTP", lambda: stream_pass(media_http, [], videos)),
                               ("media files in a folder", files_pass)):
                 seconds, _ = timed(run)
@@ -172,15 +189,17 @@ def main() -> None:
             for name, s in best.items()}
     ratios = {"features: HTTP / shards in a folder": best["features, shards in a folder"] / best["features over HTTP"],
               "features: HTTP / feature store": best["features, feature store"] / best["features over HTTP"],
-              "media: HTTP / files in a folder": best["media files in a folder"] / best["media over HTTP"]}
+              "media: HTTP / files in a folder": best["media files in a folder"] / best["media over HTTP"],
+              "features, 2 loader workers: HTTP / folder": best["features in a folder, 2 loader workers"]
+              / best["features over HTTP, 2 loader workers"]}
     report = {"machine": platform.processor() or platform.machine(), "videos": samples,
               "pixel_videos": media["samples"], "rounds": args.rounds,
               "feature_shards": len(features["shards"]), "media_shards": len(media["shards"]), "passes": rows,
               "throughput_ratios": {k: round(v, 3) for k, v in ratios.items()}, "peak_memory": memory}
     for name, row in rows.items():
-        print(f"{name:32s} {row['seconds']:7.3f} s  {row['videos_per_s']:9.1f} videos/s")
+        print(f"{name:40s} {row['seconds']:7.3f} s  {row['videos_per_s']:9.1f} videos/s")
     for name, ratio in ratios.items():
-        print(f"{name:40s} {ratio:.2f}x")
+        print(f"{name:44s} {ratio:.2f}x")
     for label, row in memory.items():
         print(f"resident memory, {label} the data ({row['samples']} samples): {row['rss_before_mb']:.0f} MB before "
               f"the pass, at most {row['peak_rss_mb']:.0f} MB during it")
