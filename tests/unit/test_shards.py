@@ -362,3 +362,26 @@ def test_an_fsspec_url_reads_the_same_samples(train_shards):
     local = [sample for _, sample in read_shard(str(path), NEEDS, 3)]
     remote = [sample for _, sample in read_shard("memory://bucket/shard-000005.tar", NEEDS, 3, NO_WAIT)]
     assert len(local) == 3 and remote == local
+
+
+def test_a_resumed_reader_checks_it_stands_where_the_checkpoint_says(train_shards):
+    pattern = f"{train_shards}/shard-{{000000..000008}}.tar"
+
+    def reader() -> ShardBatches:
+        return ShardBatches(pattern, FeatureDecoder(EXPERTS), assemble=lambda items, epoch: {}, batch_size=4,
+                            samples_per_epoch=24, seed=1, workers=0, buffer=5)
+
+    first = reader()
+    ids = [first.batch(0, index)["video_ids"] for index in range(4)]
+    saved = first.position()
+    assert saved[0]["batch"] == 3 and saved[0]["samples"] == 16 and saved[0]["shard"].endswith(".tar")
+    resumed = reader()
+    resumed.expect(saved)
+    assert [resumed.batch(0, index)["video_ids"] for index in (4, 5)] == [first.batch(0, index)["video_ids"] for index in (4, 5)]
+    assert len({i for batch in ids for i in batch}) == 16  # no sample twice within the epoch's first pass
+    moved = reader()
+    moved.expect([{**saved[0], "offset": saved[0]["offset"] + 1}])
+    from videotext.errors import VideoTextError
+
+    with pytest.raises(VideoTextError, match="the checkpoint recorded shard"):
+        moved.batch(0, 4)

@@ -14,7 +14,8 @@ resumed run reads exactly what an uninterrupted one would have):
 - The position is (epoch, batch), as for data on disk. Resuming at batch i, each worker replays
   its stream from the start of the epoch and drops the samples of its batches before i without
   decoding them. The checkpoint also records each worker's position (shard and sample offset); a
-  resumed worker checks that its replay arrived there.
+  resumed worker checks that its replay arrived there, so shards changed since are an error, not
+  other data.
 
 Faults: a shard that cannot be opened, breaks off (dropped connection, HTTP 5xx, a read slower
 than `data.shard_timeout`), or ends short of the samples its index lists, is read again after a
@@ -330,9 +331,11 @@ class WorkerBatches(torch.utils.data.IterableDataset):
     """What one loader worker yields: its batches of one rank's epoch, each sample decoded by
     `spec["decoder"]` (features, or a clip decoded from media)."""
 
-    def __init__(self, spec: dict[str, Any], epoch: int, start: int, length: int, batch_size: int):
+    def __init__(self, spec: dict[str, Any], epoch: int, start: int, length: int, batch_size: int,
+                 expect: dict[int, dict[str, Any]] | None = None):
         super().__init__()
         self.spec, self.epoch, self.start, self.length, self.batch_size = spec, epoch, start, length, batch_size
+        self.expect = expect or {}  # worker role -> the position the checkpoint recorded (this epoch)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
@@ -348,8 +351,23 @@ class WorkerBatches(torch.utils.data.IterableDataset):
         for index in range(role, self.length, workers):
             batch = [next(samples) for _ in range(self.batch_size)]  # raw bytes: batches before `start` are not decoded
             if index < self.start:
+                recorded = self.expect.get(role)
+                if recorded is not None and recorded.get("batch") == index:
+                    check_replay(stream.position, recorded)
                 continue
             yield {"index": index, "samples": [decoder(s, self.epoch) for s in batch], "position": dict(stream.position)}
+
+
+def check_replay(position: dict[str, Any], recorded: dict[str, Any]) -> None:
+    """A resumed reader must stand where the checkpoint says it stood: else the shards (or the
+    settings that deal them) changed since, and the run would not continue the same data."""
+    keys = ("slot", "shard", "offset", "samples")
+    if any(position.get(key) != recorded.get(key) for key in keys):
+        raise VideoTextError(
+            f"data.shards: resuming reader {position.get('slot')} arrived at shard {position.get('shard')} sample "
+            f"{position.get('offset')} ({position.get('samples')} read), but the checkpoint recorded shard "
+            f"{recorded.get('shard')} sample {recorded.get('offset')} ({recorded.get('samples')}): the shards or "
+            f"data.num_workers / shuffle_buffer / samples_per_epoch changed since; resume with those of the run")
 
 
 def as_is(item: Any) -> Any:
@@ -382,6 +400,11 @@ class ShardBatches:
         self._iterator: Iterator[dict[str, Any]] | None = None
         self._next: tuple[int, int] | None = None
         self.positions: dict[int, dict[str, Any]] = {}  # worker role -> its last position
+        self.expected: list[dict[str, Any]] = []  # the positions a resumed run's checkpoint recorded
+
+    def expect(self, positions: list[dict[str, Any]] | None) -> None:
+        """On resume: the readers' positions the checkpoint recorded, checked as they replay."""
+        self.expected = list(positions or [])
 
     def shard(self, rank: int, world: int) -> None:
         """This rank's readers take slots rank × workers … (the trainer calls this under torchrun)."""
@@ -402,7 +425,8 @@ class ShardBatches:
         return self.epoch_length(0)
 
     def _open(self, epoch: int, start: int) -> Iterator[dict[str, Any]]:
-        dataset = WorkerBatches(self.spec, epoch, start, self.epoch_length(epoch), self.rank_batch_size(epoch))
+        expect = {int(p["batch"]) % self.workers: p for p in self.expected if p.get("epoch") == epoch}
+        dataset = WorkerBatches(self.spec, epoch, start, self.epoch_length(epoch), self.rank_batch_size(epoch), expect)
         if self.loader_workers == 0:
             return iter(dataset)
         # its own generator: a loader draws its workers' base seed from the one it is given, and a

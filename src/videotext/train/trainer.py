@@ -176,6 +176,8 @@ class Trainer:
             recover_checkpoint(ckpt / name)
         if self.resume and (ckpt / "last").exists():
             self._restore(ckpt / "last")
+            if hasattr(self.batches, "expect"):  # shards: each reader's replay must arrive where it stood
+                self.batches.expect(self.state.get("data_position"))
         elif (ckpt / "last").exists() and not self.resume:
             raise VideoTextError(f"{self.run_dir}: already has checkpoints; pass --resume to continue it "
                                  f"or choose another out_dir")
