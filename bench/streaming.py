@@ -6,7 +6,7 @@ from a folder, for features and for pixels (the media files), and peak memory at
 The data: the benchmark's synthetic set (2000 videos, `videotext benchmark run synthetic` makes it)
 and its features, or `--videos` new synthetic videos with features extracted here when that set is
 absent; written as shards (`videotext dataset shard`, 64 MB each at most) of features and of media.
-A local HTTP server (http.server, threads, loopback) serves the shard folder. Each figure is one
+A local HTTP server (`python -m http.server` in its own process, loopback) serves the shard folder. Each figure is one
 pass over every sample, in one process, in alternating order, best of `--rounds`:
 - features: the shard stream (`SlotStream` over HTTP, decoded to arrays) against the same shards
   read from the folder, and against the feature store itself (`VideoFeatures`, what training on
@@ -78,6 +78,34 @@ def decoded_frames(source) -> int:
         return sum(frame.to_ndarray(format="rgb24").size > 0 for frame in container.decode(video=0))
 
 
+class FolderServer:
+    """`python -m http.server` serving a folder on loopback, in its own process (as a real server
+    would be: in this one it would take the GIL from the reader it is measured against)."""
+
+    def __init__(self, folder: Path):
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                                         "--directory", str(folder)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("http.server did not start")
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
 def loader_pass(pattern: str, samples: int, workers: int = 2, batch: int = 50) -> int:
     """One epoch of `ShardBatches` with `workers` loader processes (what training reads), decoded."""
     from videotext.data.streaming import FeatureDecoder, ShardBatches
@@ -115,7 +143,6 @@ def main() -> None:
                           "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
         return
 
-    from tests.shard_server import ShardServer
     from videotext.data.experts import extract_features
     from videotext.data.features import FeatureStore
     from videotext.data.loaders import VideoFeatures
@@ -138,7 +165,7 @@ def main() -> None:
         served = work / "served"
         features = shard_dataset(manifest, served / "features", "64MB", "features", store, EXPERTS, progress=False)
         media = shard_dataset(pixel_manifest, served / "media", "8MB", "media", progress=False)
-        server = ShardServer(served)
+        server = FolderServer(served)
         last = lambda index: f"{len(index['shards']) - 1:06d}"  # noqa: E731
         feature_http = f"{server.url}/features/shard-{{000000..{last(features)}}}.tar"
         feature_disk = f"{served}/features/shard-{{000000..{last(features)}}}.tar"

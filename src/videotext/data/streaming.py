@@ -65,16 +65,15 @@ def expand(pattern: str | Sequence[str]) -> list[str]:
 def open_url(url: str, timeout: float) -> tuple[Any, Callable[[], None]]:
     """A readable binary stream of `url`, and how to close it."""
     if url.startswith(("http://", "https://")):
-        import requests
+        import urllib.request
 
-        response = requests.get(url, stream=True, timeout=(min(timeout, 30.0), timeout))
-        if response.status_code != 200:
-            response.close()
-            raise OSError(f"HTTP {response.status_code} {response.reason}")
-        response.raw.decode_content = True
+        # urllib follows redirects and the proxy settings; its response reads straight from the socket,
+        # which measured faster here than requests' (bench/streaming.py). HTTP errors raise.
+        response = urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "videotext"}),
+                                          timeout=timeout)
         # tarfile reads a member header at a time: buffered, those are copies, not socket reads. (A
         # read-ahead thread was slower: it waits for the GIL while the samples are decoded.)
-        return io.BufferedReader(response.raw, 4 * READ_BUFFER), response.close
+        return io.BufferedReader(response, 4 * READ_BUFFER), response.close
     if url.startswith("pipe:"):
         process = subprocess.Popen(url[len("pipe:"):], shell=True, stdout=subprocess.PIPE)
 
@@ -103,7 +102,7 @@ def read_index(pattern: str, timeout: float = 30.0) -> dict[str, Any] | None:
             close()
     except (OSError, ValueError, ImportError):
         return None
-    except Exception:  # requests' own connection errors
+    except Exception:  # the network's errors (an index is optional)
         return None
 
 
