@@ -10,6 +10,7 @@ each job once, early in its run; the `slow` version at 8 moments over the whole 
 from __future__ import annotations
 
 import json
+import operator
 import os
 import random
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -79,20 +81,40 @@ def videos(tmp_path_factory) -> Path:
     return root
 
 
+def kill_and_rerun(args: Callable[[Path], list[str]], work: Path, kills: int, seed: int,
+                   result: Callable[[Path], Any], same: Callable[[Any, Any], bool] = operator.eq,
+                   prepare: Callable[[Path], None] = lambda out: None) -> tuple[list[float], Any]:
+    """Run `args(out)` to its end into work/reference; then for each of `kills` seeded moments, into
+    a fresh work/killedN (`prepare`d as the reference was): SIGKILL at that moment, the same command
+    run again to its end (nothing cleaned by hand), and its `result` the `same` as the reference's.
+    Returns the moments (-1: the job had ended first) and the reference's result."""
+    prepare(work / "reference")
+    total = run(args(work / "reference"))
+    reference = result(work / "reference")
+    killed_at = []
+    for number, moment in enumerate(moments(total, kills, seed)):
+        out = work / f"killed{number}"
+        prepare(out)
+        killed_at.append(run(args(out), kill_after=moment))
+        run(args(out))
+        assert same(result(out), reference), out
+    return killed_at, reference
+
+
+def close_scores(a: tuple[list[str], np.ndarray], b: tuple[list[str], np.ndarray]) -> bool:
+    """The same entry ids, each scored within 1e-6 (`scores_of`)."""
+    return a[0] == b[0] and float(np.abs(a[1] - b[1]).max()) <= 1e-6
+
+
 def kill_extraction(videos: Path, work: Path, kills: int) -> list[float]:
     experts = ["appearance", "motion", "audio"]
     args = lambda out: ["extract", str(videos / "manifest.json"), "-o", str(out), "--experts", ",".join(experts)]  # noqa: E731
-    total = run(args(work / "reference"))
-    reference = features_of(work / "reference", experts)
+
+    def close(a: dict, b: dict) -> bool:
+        return a.keys() == b.keys() and max(float(np.abs(a[k] - b[k]).max()) for k in b) <= 1e-6
+
+    killed_at, reference = kill_and_rerun(args, work, kills, 1, lambda out: features_of(out, experts), close)
     assert len(reference) == 8 * 3
-    killed_at = []
-    for number, moment in enumerate(moments(total, kills, seed=1)):
-        out = work / f"killed{number}"
-        killed_at.append(run(args(out), kill_after=moment))
-        run(args(out))  # the rerun: nothing cleaned by hand
-        again = features_of(out, experts)
-        assert again.keys() == reference.keys()
-        assert max(float(np.abs(again[k] - reference[k]).max()) for k in reference) <= 1e-6
     return killed_at
 
 
@@ -101,30 +123,20 @@ def kill_index_build(run_dir: Path, videos: Path, work: Path, kills: int, update
     args = lambda out: ["index", "build", str(run_dir), str(folder), "-o", str(out), *(["--update"] if update else [])]  # noqa: E731
     run(["index", "build", str(run_dir), str(folder), "-o", str(work / "warm")])  # the run's query encoder exported once
     base = work / "base"
-    if update:  # an index of six of the eight videos, updated to all eight
+
+    def from_base(out: Path) -> None:  # with --update: an index of six of the eight videos, updated to all eight
+        if update:
+            shutil.copytree(base, out)
+            shutil.copytree(base.with_name(base.name + ".features"), out.with_name(out.name + ".features"))
+
+    if update:
         subset = work / "subset"
         subset.mkdir()
         for path in sorted(folder.glob("*.mp4"))[:6]:
             shutil.copy(path, subset / path.name)
         run(["index", "build", str(run_dir), str(subset), "-o", str(base)])
-    reference = work / "reference"
-    if update:
-        shutil.copytree(base, reference)
-        shutil.copytree(base.with_name(base.name + ".features"), reference.with_name(reference.name + ".features"))
-    total = run(args(reference))
-    ids, table = scores_of(reference)
-    assert len(ids) == 8
-    killed_at = []
-    for number, moment in enumerate(moments(total, kills, seed=2)):
-        out = work / f"killed{number}"
-        if update:
-            shutil.copytree(base, out)
-            shutil.copytree(base.with_name(base.name + ".features"), out.with_name(out.name + ".features"))
-        killed_at.append(run(args(out), kill_after=moment))
-        run(args(out))
-        again_ids, again = scores_of(out)
-        assert again_ids == ids
-        assert float(np.abs(again - table).max()) <= 1e-6
+    killed_at, reference = kill_and_rerun(args, work, kills, 2, scores_of, close_scores, from_base)
+    assert len(reference[0]) == 8
     return killed_at
 
 
@@ -137,20 +149,18 @@ def kill_milvus_build(run_dir: Path, videos: Path, work: Path, kills: int) -> li
     args = lambda out: ["index", "build", str(run_dir), str(folder), "-o", str(out), "--features",  # noqa: E731
                         str(work / "features"), "--store", f"milvus:{out}.db"]
     run(["index", "build", str(run_dir), str(folder), "-o", str(work / "warm"), "--features", str(work / "features")])
-    total = run(args(work / "reference"))
-    ids, table = scores_of(work / "reference")
-    assert len(ids) == 8
-    killed_at = []
-    for number, moment in enumerate(moments(total, kills, seed=3)):
-        out = work / f"killed{number}"
-        killed_at.append(run(args(out), kill_after=moment))
-        run(args(out))
-        again_ids, again = scores_of(out)
-        assert again_ids == ids and len(Index.load(out)) == 8  # every row once
-        assert float(np.abs(again - table).max()) <= 1e-6
+
+    def stored(out: Path) -> tuple:
         client = connect(f"milvus:{out}.db")
-        assert client.list_collections() == ["videotext"]
+        collections = client.list_collections()
         client.close()
+        return scores_of(out), len(Index.load(out)), collections
+
+    def same(a: tuple, b: tuple) -> bool:
+        return close_scores(a[0], b[0]) and a[1:] == b[1:]
+
+    killed_at, reference = kill_and_rerun(args, work, kills, 3, stored, same)
+    assert len(reference[0][0]) == reference[1] == 8 and reference[2] == ["videotext"]  # every row once
     return killed_at
 
 
@@ -164,15 +174,9 @@ def kill_duplicates(run_dir: Path, videos: Path, work: Path, kills: int) -> list
     shutil.copy(folder / "synth000001.mp4", folder / "copy_b.mp4")
     run(["index", "build", str(run_dir), str(folder), "-o", str(work / "idx")])
     args = lambda out: ["index", "duplicates", str(work / "idx"), "-o", str(out)]  # noqa: E731
-    total = run(args(work / "reference"))
-    reference = [(work / f"reference.{ext}").read_bytes() for ext in ("json", "csv")]
+    report = lambda out: [out.with_name(f"{out.name}.{ext}").read_bytes() for ext in ("json", "csv")]  # noqa: E731
+    killed_at, reference = kill_and_rerun(args, work, kills, 4, report)
     assert json.loads(reference[0])["duplicates"] >= 4  # the two copies and their originals
-    killed_at = []
-    for number, moment in enumerate(moments(total, kills, seed=4)):
-        out = work / f"killed{number}"
-        killed_at.append(run(args(out), kill_after=moment))
-        run(args(out))
-        assert [(work / f"killed{number}.{ext}").read_bytes() for ext in ("json", "csv")] == reference
     return killed_at
 
 
@@ -189,21 +193,13 @@ def kill_speech(run_dir: Path, work: Path, kills: int) -> list[float]:
         speaking_video(folder / f"said{number}.mp4", SENTENCES[number][0], seed=number)
     args = lambda out: ["index", "build", str(run_dir), str(folder), "-o", str(out), "--speech"]  # noqa: E731
     run(["index", "build", str(run_dir), str(folder), "-o", str(work / "warm")])  # query encoder exported once
-    total = run(args(work / "reference"))
 
-    def said(out: Path) -> list[tuple]:
+    def said(out: Path) -> tuple[list[tuple], list[str]]:
         lines = [json.loads(line) for line in (out / "speech.jsonl").read_text(encoding="utf-8").splitlines()]
-        return sorted((line["entry"], line["start"], line["end"], line["text"]) for line in lines)
+        return sorted((line["entry"], line["start"], line["end"], line["text"]) for line in lines), scores_of(out)[0]
 
-    reference = said(work / "reference")
-    assert len({line[0] for line in reference}) == 4
-    killed_at = []
-    for number, moment in enumerate(moments(total, kills, seed=5)):
-        out = work / f"killed{number}"
-        killed_at.append(run(args(out), kill_after=moment))
-        run(args(out))
-        assert said(out) == reference
-        assert scores_of(out)[0] == scores_of(work / "reference")[0]
+    killed_at, reference = kill_and_rerun(args, work, kills, 5, said)
+    assert len({line[0] for line in reference[0]}) == 4
     return killed_at
 
 
@@ -220,19 +216,12 @@ def kill_benchmark(tiny_synth: Path, work: Path, kills: int) -> list[float]:
     args = lambda out: ["benchmark", "run", "synthetic", "-o", str(out / "runs"), "--results", str(out / "results"),  # noqa: E731
                         "--data-root", str(data), "--rows", "dual", "--epochs", "2",
                         *[x for setting in settings for x in ("--set", setting)]]
-    total = run(args(work / "reference"))
 
-    def results(out: Path) -> dict:
-        return json.loads((out / "results" / "dual" / "seed_0.json").read_text(encoding="utf-8"))["results"]
+    def results(out: Path) -> str:
+        record = json.loads((out / "results" / "dual" / "seed_0.json").read_text(encoding="utf-8"))
+        return json.dumps(record["results"], sort_keys=True)
 
-    reference = results(work / "reference")
-    killed_at = []
-    for number, moment in enumerate(moments(total, kills, seed=6)):
-        out = work / f"killed{number}"
-        killed_at.append(run(args(out), kill_after=moment))
-        run(args(out))
-        assert json.dumps(results(out), sort_keys=True) == json.dumps(reference, sort_keys=True)
-    return killed_at
+    return kill_and_rerun(args, work, kills, 6, results)[0]
 
 
 JOBS = ["extract", "index build", "index build --update", "index build (Milvus Lite)", "index duplicates",

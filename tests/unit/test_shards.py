@@ -105,10 +105,9 @@ def test_a_shard_still_broken_after_its_retries_is_skipped_and_recorded(train_sh
         list(read_shard(f"{server.url}/train/shard-000000.tar", NEEDS, 3, NO_WAIT, sleep=lambda s: None))
     assert server.requests["train/shard-000000.tar"] == 3  # the first read and two retries
     urls = [f"{server.url}/train/shard-00000{i}.tar" for i in range(2)]
-    stream = SlotStream(urls, {u: 3 for u in urls}, NEEDS, seed=0, epoch=0, slot=0, slots=1, buffer=1,
-                        retry=NO_WAIT, failures=tmp_path / "failures.jsonl")
-    stream.retry = NO_WAIT
-    taken = [next(iter_) for iter_ in [iter(stream)] for _ in range(4)]  # resampling: shard 1 again
+    stream = iter(SlotStream(urls, {u: 3 for u in urls}, NEEDS, seed=0, epoch=0, slot=0, slots=1, buffer=1,
+                             retry=NO_WAIT, failures=tmp_path / "failures.jsonl"))
+    taken = [next(stream) for _ in range(4)]  # shard 1's 3 samples, then (resampling) shard 1 again
     assert len({s["__key__"] for s in taken}) == 3
     failures = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
     assert failures[0]["item"] == urls[0] and failures[0]["stage"] == "stream"

@@ -100,9 +100,7 @@ def read_index(pattern: str, timeout: float = 30.0) -> dict[str, Any] | None:
             return json.loads(stream.read().decode("utf-8"))
         finally:
             close()
-    except (OSError, ValueError, ImportError):
-        return None
-    except Exception:  # the network's errors (an index is optional)
+    except Exception:  # noqa: BLE001 - absent, unreachable or not JSON: an index is optional
         return None
 
 
@@ -170,8 +168,9 @@ def read_shard(url: str, needs: Sequence[str], expected: int | None = None, retr
     raise ShardFailed(f"{url}: {type(last_error).__name__}: {last_error} (after {retry.retries} retries)")
 
 
-def sample_video(sample: dict[str, bytes]) -> Video:
-    record = json.loads(sample["json"].decode("utf-8"))
+def sample_video(sample: dict[str, bytes], record: dict[str, Any] | None = None) -> Video:
+    """The sample's Video, from its JSON (`record`, when already parsed)."""
+    record = json.loads(sample["json"].decode("utf-8")) if record is None else record
     return Video.from_dict({k: v for k, v in record.items() if k not in ("split", "missing")}, source=sample["__key__"])
 
 
@@ -223,7 +222,7 @@ class FrameDecoder:
 def decode_sample(sample: dict[str, bytes], experts: Sequence[str]) -> tuple[Video, dict[str, Any]]:
     """The sample's Video (its JSON) and {expert: (features [T, D], times [T])}."""
     record = json.loads(sample["json"].decode("utf-8"))
-    video = sample_video(sample)
+    video = sample_video(sample, record)
     features = {}
     for expert in experts:
         values = np.load(io.BytesIO(sample[f"{expert}.npy"]), allow_pickle=False)

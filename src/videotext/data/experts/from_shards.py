@@ -9,7 +9,6 @@ its retries goes to `failures.jsonl` and the job goes on. Under torchrun, rank r
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Sequence
 
 from videotext import distributed as dist
 from videotext.data.schema import Video, VideoTextDataset
-from videotext.data.streaming import Retry, ShardFailed, expand, read_index, read_shard
+from videotext.data.streaming import Retry, ShardFailed, expand, read_index, read_shard, sample_video
 from videotext.io import FailureLog
 
 SUMMED = ("videos", "done", "skipped", "failed")
@@ -70,8 +69,7 @@ def _write_videos(url: str, expected: int | None, retry: Retry, folder: Path, do
     """The shard's videos not yet extracted, written into `folder`; each as its JSON describes it."""
     videos = []
     for _, sample in read_shard(url, ["json"], expected, retry):
-        record = json.loads(sample["json"].decode("utf-8"))
-        video = Video.from_dict({k: v for k, v in record.items() if k not in ("split", "missing")}, source=url)
+        video = sample_video(sample)
         if video.key in done:
             continue
         media = next((k for k in sample if k not in ("json", "__key__")), None)
