@@ -52,7 +52,8 @@ def evaluate_set(model, vectors: np.ndarray, ids: list[str], lines: list[str], q
     from videotext.search.entries import Entry
     from videotext.search.fusion import FUSION_DEPTH, fuse_hits
     from videotext.search.index import new_index
-    from videotext.search.spoken import SpokenIndex, search_by
+    from videotext.search.channels import search_by
+    from videotext.search.spoken import SpokenIndex
 
     index = new_index(vectors.shape[1], model.method_name)
     index.add(vectors, [Entry(id=i) for i in ids])

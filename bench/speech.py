@@ -82,7 +82,8 @@ def spoken_search(transcripts: dict[str, list[str]], videos: list[tuple[str, Pat
     """Top-1 accuracy of each sentence's paraphrasing query over videos whose lines are `transcripts`:
     BM25 alone, the sentence encoder alone, and their fusion by each rule of `search.fusion`
     (`standard`, what `SpokenIndex` ships, and reciprocal rank fusion)."""
-    from videotext.search.spoken import SaidLine, SpokenIndex, sentence_vectors
+    from videotext.search.sentences import sentence_vectors
+    from videotext.search.spoken import SaidLine, SpokenIndex
 
     lines = [SaidLine(key, 0.0, 1.0, text, "asr") for key, texts in transcripts.items() for text in texts]
     spoken = SpokenIndex(lines)

@@ -2,33 +2,31 @@
 
     import videotext
     model = videotext.load_model("runs/demo")
-    index = model.build_index("my_videos/", "my_videos.index")
-    model.search("a red circle moves to the left", index, k=5)
+    report = videotext.build_index(model, "my_videos/", "my_videos.index", speech=True, text=True)
+    index = videotext.open_index("my_videos.index")
+    index.search("a red circle moves to the left", k=5, by="all")
 """
 from __future__ import annotations
 
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["load_model", "Index", "VideoTextDataset", "retrieval_metrics", "__version__"]
+__all__ = ["load_model", "build_index", "open_index", "check_index", "Index", "VideoTextDataset",
+           "retrieval_metrics", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    # lazy: `import videotext` stays instant; torch loads only when a model is asked for
+    # each imported at first use: `import videotext` stays instant, and opening an index loads no torch
     if name == "load_model":
-        from videotext.inference import load_model
-
-        return load_model
-    if name == "Index":
-        from videotext.search.index import Index
-
-        return Index
-    if name == "VideoTextDataset":
-        from videotext.data.schema import VideoTextDataset
-
-        return VideoTextDataset
-    if name == "retrieval_metrics":
-        from videotext.eval.retrieval import retrieval_metrics
-
-        return retrieval_metrics
-    raise AttributeError(f"module 'videotext' has no attribute {name!r}")
+        from videotext import inference as module
+    elif name in ("build_index", "open_index", "check_index"):
+        from videotext.apps import index_folder as module
+    elif name == "Index":
+        from videotext.search import index as module
+    elif name == "VideoTextDataset":
+        from videotext.data import schema as module
+    elif name == "retrieval_metrics":
+        from videotext.eval import retrieval as module
+    else:
+        raise AttributeError(f"module 'videotext' has no attribute {name!r}")
+    return getattr(module, name)

@@ -28,7 +28,7 @@ from videotext.data.synthetic.sharing import sharing_matrix
 from videotext.errors import VideoTextError
 from videotext.eval.captioning import evaluate_captioning
 from videotext.eval.supportset_report import attention_stats, attention_title, save_attention_map, support_attention
-from videotext.inference import load_model
+from videotext.run_model import load_run as load_model
 from videotext.io import write_json
 from videotext.runtime import to_device
 

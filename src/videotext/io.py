@@ -237,9 +237,6 @@ class LockTimeout(VideoTextError):
     """Another process kept writing the same index or store for longer than the wait allowed."""
 
 
-_held_writer_locks: dict[str, int] = {}  # lock path -> nesting depth in this process
-
-
 def _describe(holder: dict[str, Any]) -> str:
     return (f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} ({holder.get('command', '?')}, "
             f"since {holder.get('started', '?')})")
@@ -253,20 +250,13 @@ def writer_lock(target: str | os.PathLike, what: str = "write", timeout: float =
     says once whom it waits for (`say`, default stderr) and waits up to `timeout` seconds, then
     raises LockTimeout naming the holder. The kernel drops a flock with its process, so a lock
     left by a killed writer is free at once; its stale holder line is recognised and said.
-    Re-entrant within a process (a command that locks, then calls a builder that locks)."""
+    Not re-entrant: each writer takes it once (`videotext.apps.index_folder.build_index` for an
+    index folder)."""
     import socket
     import sys
 
     target = Path(target)
     lock = target.parent / f".{target.name}.lock"
-    key = str(lock.resolve())
-    if key in _held_writer_locks:
-        _held_writer_locks[key] += 1
-        try:
-            yield
-        finally:
-            _held_writer_locks[key] -= 1
-        return
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     lock.parent.mkdir(parents=True, exist_ok=True)
     handle = open(lock, "a+", encoding="utf-8")
@@ -293,11 +283,9 @@ def writer_lock(target: str | os.PathLike, what: str = "write", timeout: float =
         handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:200],
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}))
         handle.flush()
-        _held_writer_locks[key] = 1
         try:
             yield
         finally:
-            del _held_writer_locks[key]
             handle.seek(0)
             handle.truncate()  # released cleanly: no holder left to call stale
             handle.flush()

@@ -92,7 +92,7 @@ def line_and_playback(index_folder, page_query: str, card: str, line_class: str,
 def run_server(index_folder, token=None):
     """The app over `index_folder` served by uvicorn on a free loopback port: (base URL, stop)."""
     from tests.conftest import serve_in_thread
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     return serve_in_thread(create_app(index_folder, token=token))
 
@@ -111,7 +111,7 @@ def test_real_model_api_never_500s(search_case):
     from fastapi.testclient import TestClient
     from hypothesis import HealthCheck, given, settings
 
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     app = create_app(search_case[0])
     client = TestClient(app)

@@ -67,7 +67,7 @@ def test_index_build_and_search_cli_and_python_agree(trained_run, tiny_synth, tm
 
     from fastapi.testclient import TestClient
 
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     response = TestClient(create_app(index_dir)).get("/search", params={"q": query, "k": 3})
     served = response.json()["results"]
@@ -243,7 +243,7 @@ def test_the_same_commands_on_a_milvus_lite_store(trained_run, tiny_synth, tmp_p
 
     from fastapi.testclient import TestClient
 
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     served = TestClient(create_app(tmp_path / "milvus")).get("/search", params={"q": query, "k": 3}).json()
     assert [r["id"] for r in served["results"]][:1] == [json.loads(invoke(

@@ -51,7 +51,8 @@ def test_key_words_find_their_video_first_with_the_default_fused_search(same_foo
     from videotext.inference import load_model
     from videotext.search.index import Index
     from videotext.search.runs import run_behind
-    from videotext.search.spoken import SpokenIndex, search_by
+    from videotext.search.channels import search_by
+    from videotext.search.spoken import SpokenIndex
 
     index, spoken = Index.load(same_footage), SpokenIndex.load(same_footage)
     model = load_model(run_behind(index, None, same_footage))

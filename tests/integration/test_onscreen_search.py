@@ -85,7 +85,7 @@ def test_a_channel_the_index_lacks_is_one_error(built):
 def test_http_results_carry_the_written_line(built):
     from fastapi.testclient import TestClient
 
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     client = TestClient(create_app(built[0] / "idx"))
     answer = client.get("/search", params={"q": "thermodynamics", "by": "written", "k": 2})
@@ -143,7 +143,7 @@ def test_a_few_burned_in_words_find_their_video_first(burned_in):
     from videotext.inference import load_model
     from videotext.search.index import Index
     from videotext.search.runs import run_behind
-    from videotext.search.spoken import load_lines, search_by
+    from videotext.search.channels import load_lines, search_by
 
     index_dir, lines = burned_in
     index = Index.load(index_dir)

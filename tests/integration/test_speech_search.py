@@ -144,7 +144,7 @@ def test_the_standard_fusion_is_never_below_rrf_on_this_mixed_set(built):
 def test_api_returns_the_line_and_a_bad_by_is_422(built):
     from fastapi.testclient import TestClient
 
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     client = TestClient(create_app(built[0]))
     body = client.get("/search", params={"q": "baker taking bread from an oven", "k": 3, "by": "said"}).json()

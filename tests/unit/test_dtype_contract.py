@@ -306,7 +306,7 @@ def test_service_scores_are_plain_floats_for_a_bf16_model(dual_run, tiny_synth, 
     from fastapi.testclient import TestClient
 
     from videotext.inference import load_model
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     model = load_model(dual_run, device="cpu", precision="bf16")
     index = model.build_index(tiny_synth / "manifest.json", tmp_path / "index", features_dir=tiny_synth / "features",
@@ -315,7 +315,7 @@ def test_service_scores_are_plain_floats_for_a_bf16_model(dual_run, tiny_synth, 
     query = "a red circle moves to the left"
     expected = model.search(query, index, k=5)
     client = TestClient(create_app(tmp_path / "index", precision="bf16"))
-    assert client.app.state.searcher.dtype is torch.bfloat16
+    assert client.app.state.live.snapshot.searchable.query_side.dtype is torch.bfloat16  # a precision asks for the model
     response = client.get("/search", params={"q": query, "k": 5})
     assert response.status_code == 200
     results = response.json()["results"]

@@ -175,7 +175,7 @@ def test_cli_names_the_file_that_cannot_be_a_query(collection, tmp_path):
 def test_http_upload_limits_and_bad_input(collection, tmp_path):
     from fastapi.testclient import TestClient
 
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     model, _, plain, _, root = collection
     folder = plain.save(tmp_path / "idx")

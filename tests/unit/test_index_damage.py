@@ -12,7 +12,7 @@ import pytest
 
 from videotext.errors import DataFormatError
 from videotext.search import Entry, Index
-from videotext.search.index import open_index
+from videotext.search.index import open_store
 
 
 def damage(path, how: str) -> None:
@@ -39,7 +39,7 @@ def test_a_damaged_file_is_one_error_naming_it_and_the_remedy(folder, tmp_path, 
     copy = shutil.copytree(folder, tmp_path / "idx")
     damage(copy / name, how)
     with pytest.raises(DataFormatError) as raised:
-        open_index(copy)
+        open_store(copy)
     message = str(raised.value)
     assert message.startswith(str(copy / name)) and "\n" not in message
     assert f"rebuild the index with `videotext index build RUN SOURCE -o {copy}`" in message

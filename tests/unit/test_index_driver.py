@@ -15,7 +15,7 @@ from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import VideoTextDataset
 from videotext.search.build import build_index
 from videotext.search.entries import Entry, IndexStore
-from videotext.search.index import Index, open_index
+from videotext.search.index import Index, open_store
 from videotext.search.milvus import MilvusIndex
 
 
@@ -69,7 +69,7 @@ def test_a_model_with_only_the_protocol_builds_and_updates_an_index(tiny_synth, 
                                  progress=False, update=True, store=where)
     assert model.encoded == ids[6:9]  # only the new videos are encoded
     assert build.plan.remove == ids[:3] and sorted(build.plan.keep) == sorted(ids[3:6])
-    reopened = open_index(out)
+    reopened = open_store(out)
     assert sorted(reopened.ids) == sorted(ids[3:9]) and "pending" not in reopened.meta
     np.testing.assert_allclose(reopened.embeddings_for(ids[3:9]),
                                expected_vectors(tiny_synth / "features", dataset, ids[3:9]), atol=1e-6)

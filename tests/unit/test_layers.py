@@ -10,8 +10,10 @@ layer (a package's `__init__` counts as a module of its own).
     encode        encode
     eval          eval
     train         train
-    search        search (the index and its stores)
-    apps          inference convert captioning search.service (the HTTP app loads a model)
+    search        search (the index, its stores, its channels and query sides)
+    run           run_model (a trained run loaded for encoding; the query side when a folder has no export)
+    apps          apps (the index folder's owner, the HTTP service, a run's train/eval) convert captioning
+    api           inference (`load_model`: a run with the folder's build and search delegated to its owner)
     entry         cli demo benchmark __main__ and the package's public __init__
 """
 from __future__ import annotations
@@ -32,7 +34,9 @@ LAYERS = [
     ("eval", ("eval",)),
     ("train", ("train",)),
     ("search", ("search",)),
-    ("apps", ("inference", "convert", "captioning", "search.service")),
+    ("run", ("run_model",)),
+    ("apps", ("apps", "convert", "captioning")),
+    ("api", ("inference",)),
     ("entry", ("cli", "demo", "benchmark", "__main__", "")),
 ]
 

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import serve_in_thread
 from tests.unit.test_service import NamedSearcher
 from videotext.search import Entry, Index
-from videotext.search.service import create_app
+from videotext.apps.serve import create_app
 
 DIM = 8
 TOKEN = "a-long-random-test-token-0123456789"
@@ -79,7 +79,7 @@ def uploads(video: Path) -> list[tuple[str, bytes]]:
 def traffic(served_folder, per_operation: int, rounds: int) -> dict:
     folder, root, ids = served_folder
     searcher = NamedSearcher(ids)
-    searcher.search_like = lambda path, index, k=10, **_: searcher.search("v0", index, k)  # noqa: E731
+    searcher.encode_example = lambda path: np.eye(1, DIM, 0, np.float32)  # noqa: E731 - every upload is like v0
     apps = {"open": create_app(folder, searcher=searcher, max_upload_bytes=UPLOAD_LIMIT, reload_seconds=0),
             "token": create_app(folder, searcher=searcher, token=TOKEN, max_upload_bytes=UPLOAD_LIMIT, reload_seconds=0)}
     servers = {name: serve_in_thread(app) for name, app in apps.items()}

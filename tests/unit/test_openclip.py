@@ -413,7 +413,7 @@ def test_zero_shot_run_serves_and_evaluates(tiny_synth, clip_features, weights, 
 
     from videotext.cli import app
     from videotext.convert import convert
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     run = convert("openclip", TINY, tmp_path / "run", pretrained=weights,
                   manifest=str(tiny_synth / "manifest.json"), features=str(clip_features))

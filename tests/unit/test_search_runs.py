@@ -42,12 +42,14 @@ def test_service_and_cli_need_a_run_when_the_index_names_none(tmp_path):
     from typer.testing import CliRunner
 
     from videotext.cli import app
-    from videotext.search.service import create_app
+    from videotext.apps.serve import create_app
 
     folder = _runless_index(tmp_path / "idx")
     with pytest.raises(VideoTextError, match="idx: the index does not name the run that built it"):
         create_app(folder)
-    for args in (["search", str(folder), "a red circle"], ["search", str(folder), "--like-id", "v0"]):
+    for args in (["search", str(folder), "a red circle"], ["search", str(folder), "--like", str(folder / "x.png")]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2
         assert f"error: {folder}: the index does not name the run that built it; pass --run RUN_DIR" in result.output
+    result = CliRunner().invoke(app, ["search", str(folder), "--like-id", "v0"])  # the index's own vectors: no run
+    assert result.exit_code == 0 and result.output == ""  # v0 is the only entry, and it is left out

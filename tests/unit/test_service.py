@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from videotext.search import Entry, Index
-from videotext.search.service import STATIC, create_app
+from videotext.apps.serve import STATIC, create_app
 
 DIM = 8
 

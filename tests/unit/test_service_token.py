@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from videotext.cli import app as cli
 from videotext.errors import VideoTextError
 from videotext.search import Entry, Index
-from videotext.search.service import create_app, is_loopback, require_token_for, token_matches
+from videotext.apps.serve import create_app, is_loopback, require_token_for, token_matches
 from tests.unit.test_service import DIM, NamedSearcher
 
 TOKEN = "s3cret-Token_1"
@@ -79,7 +79,7 @@ def test_token_comparison_and_loopback():
 
 
 def test_serve_refuses_a_public_address_without_a_token_before_loading_anything(index_folder, monkeypatch):
-    import videotext.search.service as service
+    import videotext.apps.serve as service
 
     started = []
     monkeypatch.setattr(service, "create_app", lambda *a, **k: started.append(k) or pytest.fail("must not load"))

@@ -179,24 +179,24 @@ def milvus_copy(milvus_folder, tmp_path):
 @pytest.mark.parametrize("how", DAMAGE)
 @pytest.mark.parametrize("kind", ["schema.json", "manifest.json", ".parquet", ".idx"])
 def test_damaged_milvus_lite_data_names_the_store_and_the_rebuild(milvus_folder, tmp_path, kind, how):
-    from videotext.search.index import open_index
+    from videotext.search.index import open_store
 
     lite, folder = milvus_copy(milvus_folder, tmp_path)
     target = next(p for p in lite.rglob("*") if p.is_file() and p.name.endswith(kind))
     damage(target, how)
     with pytest.raises(DataFormatError) as raised:
-        open_index(folder)
+        open_store(folder)
     message = one_error(raised, lite, f"videotext index build RUN SOURCE -o {folder} --store milvus:{lite}")
     if kind == "manifest.json":  # Milvus Lite falls back to its previous manifest: an older, empty table
         assert "holds 0 entries; the index folder recorded 6" in message
 
 
 def test_an_intact_milvus_lite_index_opens_with_its_count(milvus_folder, tmp_path):
-    from videotext.search.index import open_index
+    from videotext.search.index import open_store
 
     _, folder = milvus_copy(milvus_folder, tmp_path)
     assert json.loads((folder / "index.json").read_text())["count"] == 6
-    index = open_index(folder)
+    index = open_store(folder)
     assert len(index) == 6 and index.search_one(np.ones(16, np.float32), 3)[0].id.startswith("v")
     index.close()
 

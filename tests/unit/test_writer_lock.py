@@ -72,12 +72,16 @@ def test_a_lock_left_by_a_killed_writer_is_stale(tmp_path):
     assert lock.read_text() == ""  # released cleanly: nothing stale for the next one
 
 
-def test_the_lock_is_reentrant_within_a_process(tmp_path):
+def test_the_lock_is_not_reentrant_even_within_a_process(tmp_path):
+    """Each writer takes it once: a second take in the same process waits like any other writer."""
     target = tmp_path / "videos.index"
+    said = []
     with writer_lock(target, timeout=0):
-        with writer_lock(target, timeout=0):  # a command that locks, then a builder that locks
-            pass
+        with pytest.raises(LockTimeout, match=f"another write is under way \\(pid {os.getpid()}"):
+            with writer_lock(target, timeout=0.3, say=said.append):
+                pass
         assert json.loads((tmp_path / ".videos.index.lock").read_text())["pid"] == os.getpid()
+    assert len(said) == 1 and "waiting for" in said[0]
 
 
 def test_index_build_with_another_writer_is_one_line_and_exit_2(tmp_path):

@@ -33,7 +33,7 @@ from videotext.errors import VideoTextError
 from videotext.io import atomic_path
 from videotext.models.base import concat_embeddings
 from videotext.search.entries import Entry, IndexStore
-from videotext.search.index import new_index, open_index, takes_concurrent_inserts
+from videotext.search.index import new_index, open_store, takes_concurrent_inserts
 from videotext.search.milvus import DEFAULT_COLLECTION
 from videotext.search.windows import window_clips
 
@@ -194,14 +194,14 @@ def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset,
     opens_elsewhere = dist.broadcast_object(index.multi_process if dist.is_main() else None)  # after rank 0 saved
     if dist.is_main():
         return index, build
-    return (open_index(out) if out is not None and opens_elsewhere else None), build
+    return (open_store(out) if out is not None and opens_elsewhere else None), build
 
 
 def existing_index(out: str | os.PathLike | None, method: str) -> IndexStore | None:
     """The index at `out` to update (None when there is none yet); it must be `method`'s."""
     if out is None or not (Path(out) / "index.json").is_file():
         return None
-    index = open_index(out)
+    index = open_store(out)
     if index.model != method:
         raise VideoTextError(f"{out}: index of method {index.model!r}, this run is {method!r}; "
                              "rebuild it without update")

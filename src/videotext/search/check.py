@@ -1,7 +1,7 @@
 """`videotext index check INDEX [SOURCE]`: an index against its sources, changing nothing.
 
 It reads the folder whole (a damaged file is one error naming it: the vectors, entries and
-metadata are checked against each other as `open_index` loads them), looks for the run that
+metadata are checked against each other as `open_store` loads them), looks for the run that
 built it and for its exported query encoder, and compares the entries with the source's files
 (by their content fingerprints, as an update does, `plan_index`) to say what `index build
 --update` would add, encode again and drop. No file is written: not the index, not the feature
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source
-from videotext.search.index import open_index
+from videotext.search.index import open_store
 from videotext.search.live import published_version
 from videotext.search.query_encoder import QUERY_FOLDER, exported_encoder
 
@@ -58,7 +58,7 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
                 progress: bool = False) -> IndexReport:
     """Check the index folder `folder` against `source` (default: the folder it was built from)."""
     folder = Path(folder)
-    index = open_index(folder)
+    index = open_store(folder)
     entries = index.entries()
     report = IndexReport(folder, published_version(folder), len(entries), len({e.video_id for e in entries}),
                          index.model, None, None)

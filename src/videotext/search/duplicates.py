@@ -22,6 +22,7 @@ from typing import Any
 
 from videotext.errors import VideoTextError
 from videotext.io import atomic_open, write_json
+from videotext.search.index import open_store
 
 DEFAULT_THRESHOLD = 0.8  # conse vectors: pair precision 0.97, recall 1.00 on bench/duplicates.py's set (0.99, 0.96 on --new-edits)
 DEFAULT_NEIGHBOURS = 20
@@ -129,3 +130,14 @@ def write_report(document: dict[str, Any], out: str | os.PathLike) -> tuple[Path
     with atomic_open(csv_path, "w", encoding="utf-8") as handle:
         handle.write(text.getvalue())
     return json_path, csv_path
+
+
+def index_duplicates(folder: str | os.PathLike, threshold: float | None = None, neighbours: int = DEFAULT_NEIGHBOURS,
+                     out: str | os.PathLike | None = None) -> tuple[list[Group], float, int, tuple[Path, Path]]:
+    """The near-duplicate groups of the index folder `folder`, their report written to `out` (default
+    `folder/duplicates.json` and `.csv`): (groups, the threshold used, entries searched, report paths)."""
+    index = open_store(folder)
+    threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    groups = find_duplicates(index, threshold, neighbours)
+    written = write_report(report(index, groups, threshold, neighbours), out or Path(folder) / "duplicates.json")
+    return groups, threshold, len(index), written

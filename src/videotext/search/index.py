@@ -422,9 +422,9 @@ class Index:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Index | MilvusIndex":
         """The index saved in the folder `path`: this FAISS index, or the Milvus collection
-        its index.json names (`open_index`). A missing or inconsistent folder raises
+        its index.json names (`open_store`). A missing or inconsistent folder raises
         VideoTextError."""
-        return open_index(path)
+        return open_store(path)
 
     @classmethod
     def _load(cls, folder: Path) -> "Index":
@@ -574,7 +574,7 @@ def read_entry_lines(path: Path) -> list[tuple[int, Entry]]:
 
 
 # ---- choosing the store ---------------------------------------------------------------------
-def open_index(path: str | os.PathLike) -> "Index | MilvusIndex":
+def open_store(path: str | os.PathLike) -> "Index | MilvusIndex":
     """The index saved in the folder `path`: FAISS, or the Milvus collection its index.json
     names (`"store": "milvus"`). A missing or inconsistent folder raises VideoTextError."""
     info_path = Path(path) / "index.json"

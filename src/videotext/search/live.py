@@ -5,8 +5,8 @@ A build marks its folder complete by writing `published.json` last: after the ve
 entries, the exported query encoder and the text channels (`--speech`, `--text`). A FAISS
 folder is replaced whole by a rename (`Index.save`), and the new folder carries no marker until
 its build has written everything, so a version is never seen half written. `LiveIndex` polls the
-marker; when it names another version it loads that folder (index, text channels, the sentence
-encoder of the channels) beside the one being served, checks that the marker did not move while
+marker; when it names another version it opens that folder (its store, text channels and query
+side) beside the one being served, checks that the marker did not move while
 it read, and swaps one reference. Each request takes that reference once (`snapshot`) and reads
 only it. A load that fails (a rename under way, a folder being written) keeps the served version
 and is tried again at the next poll.
@@ -52,10 +52,13 @@ class Snapshot:
     """One version of a served index: everything a request reads."""
 
     version: str
-    index: Any
-    spoken: dict[str, Any]
-    searcher: Any
+    searchable: Any  # the folder opened for search (`videotext.apps.index_folder.SearchableIndex`)
     extra: dict[str, Any] = field(default_factory=dict)  # per-version caches (thumbnails)
+
+    @property
+    def index(self) -> Any:
+        """The vector store of this version."""
+        return self.searchable.index
 
 
 class LiveIndex:

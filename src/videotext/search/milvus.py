@@ -16,7 +16,7 @@ Methods that re-score a shortlist keep their per-entry parts as a compressed npz
 Exact search uses a FLAT index; `kind="hnsw"` / `"ivf"` select Milvus's HNSW / IVF_FLAT.
 
 The folder given to `index build -o` keeps only index.json, which names the store, the URI
-and the collection; `open_index(folder)` (`search.index`) hands back a `MilvusIndex` from it.
+and the collection; `open_store(folder)` (`search.index`) hands back a `MilvusIndex` from it.
 """
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ the folders (with torch).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from videotext.errors import DataFormatError
+from videotext.search.shortlist import ranked
 
 QUERY_FOLDER = "query_encoder"  # the run's query side, in an index folder
 SENTENCE_FOLDER = "sentence_encoder"  # the sentence encoder of the spoken and written lines
@@ -134,10 +134,10 @@ def mixture_scores(query: np.ndarray, weights: np.ndarray, experts: np.ndarray, 
 
 
 class ExportedQuerySearcher:
-    """Searches an index with queries encoded by its exported query side: what `LoadedModel.search`
-    does, without the model. A query side exported with `rescore: mixture` (MMT) orders a
-    shortlist of the index by `mixture_scores`, as `LoadedModel.search` orders it by the method's
-    similarity."""
+    """Searches an index with queries encoded by its exported query side: what the run's model
+    does (`RunModel.search`), without the model. A query side exported with `rescore: mixture`
+    (MMT) orders a shortlist of the index by `mixture_scores`, as the model orders it by the
+    method's similarity (`search.shortlist.ranked`, the one rule of both)."""
 
     def __init__(self, encoder: ExportedTextEncoder):
         self.encoder = encoder
@@ -146,25 +146,16 @@ class ExportedQuerySearcher:
     def search(self, query: str | Sequence[str], index: Any, k: int = 10, where: str | None = None,
                shortlist: int | None = None) -> Any:
         single = isinstance(query, str)
-        texts = [query] if single else list(query)
-        outputs = self.encoder.outputs(texts)
-        if self.rescore != "mixture" or not index.part_names:
-            hits = index.search(outputs["vectors"], k, where=where)
-            return hits[0] if single else hits
-        width = max(k, shortlist if shortlist is not None else max(10 * k, 100))  # as LoadedModel.search
-        results = []
-        shortlists = index.search(outputs["vectors"], width, where=where)
-        for vector, weights, candidates in zip(outputs["vectors"], outputs["weights"], shortlists):
-            if not candidates:
-                results.append([])
-                continue
-            parts = index.parts_for([h.id for h in candidates])
-            scores = mixture_scores(vector, weights, parts["experts"], parts["available"])
-            order = sorted(range(len(candidates)), key=lambda j: -scores[j])[:k]
-            results.append([dataclasses.replace(candidates[j], score=float(scores[j]), rank=rank,
-                                                meta={**candidates[j].meta, "index_score": candidates[j].score})
-                            for rank, j in enumerate(order, 1)])
-        return results[0] if single else results
+        outputs = self.encoder.outputs([query] if single else list(query))
+        rescore = None
+        if self.rescore == "mixture" and index.part_names:
+            def rescore(i: int, candidates: Sequence[Any]) -> np.ndarray:
+                parts = index.parts_for([h.id for h in candidates])
+                return mixture_scores(outputs["vectors"][i], outputs["weights"][i], parts["experts"],
+                                      parts["available"])
+
+        hits = ranked(index, outputs["vectors"], k, where, rescore, shortlist)
+        return hits[0] if single else hits
 
 
 def exported_searcher(folder: str | os.PathLike) -> ExportedQuerySearcher | None:

@@ -33,14 +33,11 @@ from videotext.errors import VideoTextError
 from videotext.io import atomic_open, read_json_lines
 from videotext.search.entries import Entry, Hit
 from videotext.search.filters import entry_fields, matches, parse_filter
-from videotext.search.fusion import DEFAULT_FUSION, FUSION_DEPTH, check_fusion, fuse_hits, fuse_scores
+from videotext.search.query_encoder import SENTENCE_FOLDER, exported_encoder
+from videotext.search.fusion import DEFAULT_FUSION, FUSION_DEPTH, fuse_scores
 
 SPEECH_FILE = "speech.jsonl"
-CHANNELS = ("shown", "said", "written")  # what is shown (the run's model), said (transcripts), written (on screen)
 LINE_FILES = {"said": SPEECH_FILE, "written": "written.jsonl"}
-REBUILD = {"said": "--speech", "written": "--text"}
-BY = (*CHANNELS, "both", "all")  # both: shown and said; all: every channel the index has
-MAX_LINE_TOKENS = 128  # word pieces of a line the sentence encoder reads (MiniLM was trained on 128)
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,41 +88,6 @@ def lines_for_entries(entries: Sequence[Entry], transcripts: dict[str, Any]) -> 
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def _sentence_encoder() -> Any:
-    from videotext.text.encoder import HFTextEncoder
-
-    return HFTextEncoder(pooling="mean", freeze=True, max_tokens=MAX_LINE_TOKENS).eval()
-
-
-def sentence_vectors(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-    """L2-normalised sentence vectors of `texts` from the shipped text encoder [N, 384] float32."""
-    import torch
-
-    encoder = _sentence_encoder()
-    out = []
-    with torch.inference_mode():
-        for first in range(0, len(texts), batch_size):
-            batch = encoder.tokenize(list(texts[first : first + batch_size]))
-            pooled = encoder.pool(encoder.token_states(batch), batch["attention_mask"])  # [B, H]
-            out.append(torch.nn.functional.normalize(pooled.float(), dim=-1).numpy())
-    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
-
-
-def query_vector(query: str) -> np.ndarray:
-    """The sentence vector of one query [H], on one thread: a few tokens gain nothing from more, and
-    with both cores busy two threads took 700 ms where one took 14 ms (MiniLM, 2-core EPYC)."""
-    from videotext.runtime import keeps_threads
-
-    def on_one_thread() -> np.ndarray:
-        import torch
-
-        torch.set_num_threads(1)
-        return sentence_vectors([query])[0]
-
-    return keeps_threads(on_one_thread)()
-
-
 class SpokenIndex:
     """Timed text lines of an index's entries (transcripts: `channel="said"`; on-screen text:
     `"written"`), ranked by BM25 and by sentence vectors."""
@@ -149,8 +111,9 @@ class SpokenIndex:
         return len(self.lines)
 
     def line_vectors(self) -> np.ndarray:
+        """The sentence vector of every line [L, H]: those saved with the lines, else computed now."""
         if self.vectors is None or len(self.vectors) != len(self.lines):
-            self.vectors = sentence_vectors([line.text for line in self.lines])
+            self.vectors = _torch_sentences().sentence_vectors([line.text for line in self.lines])
         return self.vectors
 
     def save(self, folder: str | os.PathLike) -> Path:
@@ -166,9 +129,6 @@ class SpokenIndex:
                 if record["box"] is None:
                     del record["box"]
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        from videotext.search.query_export import export_sentence_encoder
-
-        export_sentence_encoder(folder, _sentence_encoder())  # queries against these lines then need no torch
         return path
 
     @classmethod
@@ -186,11 +146,9 @@ class SpokenIndex:
     def query_vector(self, query: str) -> np.ndarray:
         """The sentence vector of `query` [H]: through the sentence encoder exported into the index
         folder when it has one (no torch), else the shipped encoder itself."""
-        from videotext.search.query_encoder import SENTENCE_FOLDER, exported_encoder
-
         if self._exported is None:
             self._exported = (exported_encoder(self.folder, SENTENCE_FOLDER) if self.folder else None) or False
-        return self._exported.encode([query])[0] if self._exported else query_vector(query)
+        return self._exported.encode([query])[0] if self._exported else _torch_sentences().query_vector(query)
 
     def bm25_scores(self, query: str) -> np.ndarray:
         """BM25 score of every line for `query` [L] (0 where no query term occurs)."""
@@ -257,66 +215,14 @@ class SpokenIndex:
         return hits
 
 
+def _torch_sentences() -> Any:
+    """`search.sentences`, the shipped sentence encoder in torch: for lines saved without vectors or
+    an index folder without its exported encoder (a search otherwise never loads torch)."""
+    from videotext.search import sentences  # torch: only where the exported encoder is missing
+
+    return sentences
+
+
 def _hit(entry: Entry, score: float, rank: int, meta: dict) -> Hit:
     return Hit(id=entry.id, path=entry.path, start=entry.start, end=entry.end, video_id=entry.video_id,
                meta=meta, score=score, rank=rank)
-
-
-def parse_by(by: str) -> list[str]:
-    """The channels of a `--by` value: one of shown, said, written, both (shown and said), all (every
-    channel), or a comma list of channels; one clear error otherwise."""
-    names = [part.strip() for part in str(by).split(",") if part.strip()]
-    if len(names) == 1 and names[0] in ("both", "all"):
-        return ["shown", "said"] if names[0] == "both" else list(CHANNELS)
-    wrong = [n for n in names if n not in CHANNELS]
-    if not names or wrong:
-        raise VideoTextError(f"--by {by!r}: expected shown, said, written, both, all or a comma list of "
-                             f"{', '.join(CHANNELS)}")
-    return list(dict.fromkeys(names))
-
-
-def check_by(by: str) -> None:
-    """One clear error for a `--by` / `by=` value `parse_by` does not take."""
-    parse_by(by)
-
-
-def load_lines(folder: str | os.PathLike) -> dict[str, SpokenIndex]:
-    """The text channels an index folder was built with: {"said": …, "written": …} (those present)."""
-    found = {channel: SpokenIndex.load(folder, channel) for channel in LINE_FILES}
-    return {channel: lines for channel, lines in found.items() if lines is not None}
-
-
-def search_by(searcher: Any, index: Any, spoken: SpokenIndex | dict[str, SpokenIndex] | None, query: str, k: int = 10,
-              by: str = "both", where: str | None = None, fusion: str = DEFAULT_FUSION) -> list[Hit]:
-    """Hits for one query by what is shown (`searcher.search`, the method's), said or written
-    (`SpokenIndex.search`: BM25 and sentence vectors over the lines), or several of them fused by
-    `fusion`, each FUSION_DEPTH deep. `spoken` is the index's text channels (`load_lines`; a single
-    SpokenIndex is its own channel). A channel named alone or in a list that the index lacks is an
-    error naming the rebuild option; `both` and `all` take the channels the index has."""
-    channels = parse_by(by)
-    check_fusion(fusion)
-    lines = spoken if isinstance(spoken, dict) else {} if spoken is None else {spoken.channel: spoken}
-    if by.strip() in ("both", "all"):
-        channels = [c for c in channels if c == "shown" or c in lines]
-    for channel in channels:
-        if channel != "shown" and channel not in lines:
-            what = "transcripts" if channel == "said" else "on-screen text"
-            raise VideoTextError(f"this index holds no {what}: rebuild it with "
-                                 f"`videotext index build {REBUILD[channel]}`")
-    if channels == ["shown"]:
-        return searcher.search(query, index, k=k, where=where)
-
-    def entry_of(entry_id: str) -> Entry | None:
-        try:
-            return index.get(entry_id)
-        except (KeyError, VideoTextError):
-            return None
-
-    depth = k if len(channels) == 1 else max(FUSION_DEPTH, 5 * k)
-    rankings = []
-    for channel in channels:
-        if channel == "shown":
-            rankings.append(searcher.search(query, index, k=depth, where=where))
-        else:
-            rankings.append(lines[channel].search(query, entry_of, k=depth, where=where, fusion=fusion))
-    return rankings[0] if len(rankings) == 1 else fuse_hits(rankings, k, fusion)

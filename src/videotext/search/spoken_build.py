@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from videotext.data.ocr.engines import DEFAULT_ENGINE, OcrError
+from videotext.data.ocr.reader import ONSCREEN, read_onscreen
 from videotext.data.speech.recognize import SpeechError
 from videotext.data.speech.transcripts import TranscriptStore, transcribe
 from videotext.io import FailureLog
-from videotext.search.spoken import SpokenIndex, lines_for_entries
+from videotext.search.sentences import export_sentences, sentence_vectors
+from videotext.search.spoken import SaidLine, SpokenIndex, lines_for_entries
 from videotext.weights import WeightsError
 
 
@@ -40,10 +42,17 @@ def build_spoken_index(index: Any, out: str | os.PathLike, features_dir: str | o
         log.record(f"speech model {model or 'default'}", exc, stage="transcribe", experts=["transcript"])
         warnings.warn(f"speech not indexed: {exc}", stacklevel=2)
         return {"error": str(exc), "failures": str(log.path)}
-    transcripts = TranscriptStore(features_dir).all()
-    spoken = SpokenIndex(lines_for_entries(entries, transcripts))
-    spoken.save(out)
+    spoken = save_lines(lines_for_entries(entries, TranscriptStore(features_dir).all()), "said", out)
     return {**summary, "lines": len(spoken)}
+
+
+def save_lines(lines: list[SaidLine], channel: str, out: str | os.PathLike) -> SpokenIndex:
+    """`lines` of `channel` with their sentence vectors into the index folder `out`, and the sentence
+    encoder beside them, so a query against them needs no torch."""
+    spoken = SpokenIndex(lines, sentence_vectors([line.text for line in lines]) if lines else None, channel)
+    spoken.save(out)
+    export_sentences(out)
+    return spoken
 
 
 def _videos_of(entries: list) -> dict[str, str]:
@@ -61,9 +70,6 @@ def build_written_index(index: Any, out: str | os.PathLike, features_dir: str | 
     and save the lines of each entry in the index folder `out`. Returns the reading summary plus
     `lines` (saved) or `error` (an engine that cannot be loaded: one line in failures.jsonl, one warning,
     the index stays searchable by what is shown)."""
-    from videotext.data.ocr.reader import ONSCREEN, read_onscreen
-    from videotext.data.speech.transcripts import TranscriptStore
-
     entries = index.entries()
     log = FailureLog(Path(features_dir) / "failures.jsonl")
     try:
@@ -73,6 +79,5 @@ def build_written_index(index: Any, out: str | os.PathLike, features_dir: str | 
         log.record(f"OCR engine {engine}", exc, stage="ocr", experts=["onscreen"])
         warnings.warn(f"on-screen text not indexed: {exc}", stacklevel=2)
         return {"error": str(exc), "failures": str(log.path)}
-    written = SpokenIndex(lines_for_entries(entries, TranscriptStore(features_dir, ONSCREEN).all()), channel="written")
-    written.save(out)
+    written = save_lines(lines_for_entries(entries, TranscriptStore(features_dir, ONSCREEN).all()), "written", out)
     return {**summary, "lines": len(written)}

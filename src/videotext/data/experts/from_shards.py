@@ -80,3 +80,14 @@ def _write_videos(url: str, expected: int | None, retry: Retry, folder: Path, do
         video.path = str(path)
         videos.append(video)
     return videos
+
+
+def extract_source(source: str | os.PathLike, experts: Sequence[str], out_dir: str | os.PathLike,
+                   settings: Any = None) -> dict[str, Any]:
+    """`videotext extract`'s source, whatever it is: media shards (a brace pattern of .tar paths or URLs,
+    streamed one shard at a time) or a manifest / folder of videos."""
+    if is_shard_source(source):
+        return extract_from_shards(str(source), experts, out_dir, settings)
+    from videotext.data.experts.extract import extract_features  # torch's DataLoader: only when extracting files
+
+    return extract_features(Path(source), experts, out_dir, settings)

@@ -1,0 +1,87 @@
+"""A run's life from the command line and from Python: train it (once, or once per seed), evaluate a
+split of it (or of another dataset, zero-shot), localize its steps. One function each, so
+`videotext train`, `eval` and `localize` only parse and print.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from videotext.config import load_config
+from videotext.data.run_data import RunData
+from videotext.errors import VideoTextError
+from videotext.eval.localization import localize
+from videotext.eval.run_eval import evaluate_run
+from videotext.eval.run_report import write_run_report
+from videotext.io import write_json
+from videotext.run_model import load_run
+from videotext.train.init_from import zero_shot_config
+from videotext.train.seeds import train_seeds
+from videotext.train.trainer import Trainer
+
+
+@dataclasses.dataclass
+class TrainOutcome:
+    """What `train_run` did: one run's test result and report page, or the seeds' summary."""
+
+    run_dir: Path
+    result: dict[str, Any] | None = None  # one run: its test metrics
+    report: Path | None = None  # one run: its report page
+    summary: dict[str, Any] | None = None  # several seeds: mean ± std per direction and metric
+
+
+def train_run(config: str, overrides: Sequence[str] = (), out: str | Path | None = None,
+              seeds: Sequence[int | str] = (), resume: bool = False, progress: bool = True, report: bool = True,
+              on_seed: Optional[Callable[[int, dict[str, Any]], None]] = None) -> TrainOutcome:
+    """Train `config` (a YAML file or a packaged name, with `overrides`) into `out` (default: the
+    config's `out_dir`), selecting on validation and testing once at the end; with `seeds`, once per
+    seed into `out/seed_S` and summarised as mean ± std (`on_seed` sees each seed's result). One run
+    writes its report page after the test evaluation unless `report` is False."""
+    cfg = load_config(config, list(overrides))
+    run_dir = Path(out or cfg.out_dir)
+    if seeds:
+        return TrainOutcome(run_dir, summary=train_seeds(config, list(overrides), list(seeds), run_dir, resume=resume,
+                                                         progress=progress, on_result=on_seed))
+    trainer = Trainer(cfg, run_dir, resume=resume, progress=progress)
+    result = trainer.fit()
+    page = None
+    if report and "split" in result:
+        page = write_run_report(run_dir, trainer.method, trainer.data.split(result["split"]), trainer.data.read_features,
+                                split=result["split"], metrics=result, device=trainer.device)
+    return TrainOutcome(run_dir, result=result, report=page)
+
+
+def evaluate(run_dir: str | Path, split: str = "test", checkpoint: str = "best", report: bool = True,
+             data_config: str | None = None, precision: str | None = None, threads: int | None = None,
+             rescore: Sequence[str] = ()) -> tuple[dict[str, Any], Optional[Path]]:
+    """Evaluate a trained run on one split (`eval.run_eval.evaluate_run`): its own data, or zero-shot the
+    data section of `data_config` (another dataset; no report then). Returns the metrics and the report."""
+    model = load_run(run_dir, checkpoint, precision=precision, threads=threads)
+    if data_config is not None:
+        model.config, report = zero_shot_config(model, data_config, checkpoint), False
+        checkpoint = f"{checkpoint}_on_{Path(data_config).stem}"
+    return evaluate_run(model, split, checkpoint, report=report, rescore=rescore)
+
+
+def localize_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best", decoding: str = "ordered",
+                 normalize: str = "log_softmax", window: float = 1.0, manifest: str | Path | None = None,
+                 features: str | Path | None = None) -> dict[str, Any]:
+    """Action-step localization of a run on `split` (CrossTask's protocol, ToCo §5.2), on its own data or
+    on `manifest` (zero-shot, with its feature store `features`); the result is written beside the run
+    as `localization_….json` and returned."""
+    model = load_run(run_dir, checkpoint)
+    config = model.config
+    if manifest is not None:
+        data_config = dataclasses.replace(config.data, manifest=str(manifest), features=str(features or ""))
+        config = dataclasses.replace(config, data=data_config)
+    data = RunData(config)
+    if split not in data.dataset.splits:
+        raise VideoTextError(f"{config.data.manifest}: no split {split!r} (have {sorted(data.dataset.splits)})")
+    result, _ = localize(model.method, data.split(split), data.store, model.config.data.experts,
+                         model.config.data.max_steps_per_expert, window=window, decoding=decoding,
+                         normalize=normalize, device=model.device)
+    name = f"localization_{split}_{checkpoint}" if manifest is None else \
+        f"localization_{Path(manifest).stem}_{split}_{checkpoint}"
+    write_json(Path(run_dir) / f"{name}.json", result)
+    return result
