@@ -258,7 +258,7 @@ def test_a_file_changed_in_place_is_encoded_again_and_nothing_else_is_decoded(tr
     footage's, every other vector is untouched; an update with nothing changed decodes and
     hashes nothing."""
     import videotext.data.media_files as media_files
-    import videotext.inference as inference
+    import videotext.run_model as run_model
     from videotext.search.index import Index
 
     folder = tmp_path / "videos"
@@ -276,8 +276,8 @@ def test_a_file_changed_in_place_is_encoded_again_and_nothing_else_is_decoded(tr
     shutil.copyfile(footage, folder / names[1].name)  # the same name, other content
 
     decoded, hashed = [], []
-    real_extract, real_hash = inference.extract_features, media_files.sha256_of
-    monkeypatch.setattr(inference, "extract_features",
+    real_extract, real_hash = run_model.extract_features, media_files.sha256_of
+    monkeypatch.setattr(run_model, "extract_features",
                         lambda source, *a, **k: decoded.append([v.id for v in source]) or real_extract(source, *a, **k))
     monkeypatch.setattr(media_files, "sha256_of", lambda path: hashed.append(path.name) or real_hash(path))
     result = invoke("index", "build", trained_run, folder, "-o", out, "--update")

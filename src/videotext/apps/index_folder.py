@@ -114,12 +114,11 @@ def build_index(model: Any, source: Any, out: str | os.PathLike | None = None, *
     `out` the index stays in memory (vectors only). Under torchrun every rank encodes its share and
     rank 0 writes."""
     import videotext.distributed as dist  # torch: never on the opening path
-    import videotext.run_model as run_model  # the methods: never on the opening path
 
     writes = out is not None and dist.env_rank() == 0
     with writer_lock(out, "index build", lock_timeout) if writes else contextlib.nullcontext():
         if isinstance(model, (str, os.PathLike)):
-            model = run_model.load_run(model, precision=precision, threads=threads)
+            model = load_run(model, precision=precision, threads=threads)
         if dist.env_world_size() > 1:
             model.join_ranks()
         return _build(model, source, out, writes, features, update, window, stride, store, collection, speech,
@@ -149,6 +148,13 @@ def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool,
     return report
 
 
+def load_run(run: str | os.PathLike, **settings: Any) -> Any:
+    """The run folder `run` loaded for encoding (`videotext.run_model.load_run`: `precision`, `threads`)."""
+    import videotext.run_model as run_model  # torch and the methods: only when a build or a query needs them
+
+    return run_model.load_run(run, **settings)
+
+
 def export_query_side(model: Any, folder: str | os.PathLike) -> str:
     """The run's query side as ONNX with its tokenizer in `folder/query_encoder`, so a text search needs
     neither torch nor transformers; kept when it is already there for these weights, made once per
@@ -158,6 +164,8 @@ def export_query_side(model: Any, folder: str | os.PathLike) -> str:
     import videotext.search.query_export as query_export  # torch: off the opening path
 
     target = Path(folder) / QUERY_FOLDER
+    if model.method is None:  # a model that only plans (an update that removes): nothing to trace
+        return ""
     why = query_export.why_not_exportable(model.method, model.rescores)
     if why is not None:
         shutil.rmtree(target, ignore_errors=True)
@@ -184,6 +192,12 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
     from videotext.search.check import check_index as check  # the update planner loads torch: off the opening path
 
     return check(folder, source, progress=progress)
+
+
+def check_search(by: str = "all", fusion: str = DEFAULT_FUSION) -> None:
+    """One clear error for a `by` or `fusion` that a search does not take, before anything is opened."""
+    parse_by(by)
+    check_fusion(fusion)
 
 
 # ---- open -------------------------------------------------------------------------------------
@@ -217,8 +231,6 @@ class SearchableIndex:
             if self.searcher is not None and hasattr(self.searcher, "encode_example"):
                 self._model = self.searcher  # a model the caller handed in
             else:
-                from videotext.run_model import load_run  # torch and the methods: only when a query needs them
-
                 self._model = load_run(run_behind(self.index, self.run, self.folder), precision=self.precision,
                                        threads=self.threads)
         return self._model

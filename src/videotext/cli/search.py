@@ -114,10 +114,11 @@ def search(
                                                             "(reciprocal rank fusion)."),
 ) -> None:
     """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
-    from videotext.apps.index_folder import open_index
+    from videotext.apps.index_folder import check_search, open_index
 
     if sum(x is not None for x in (query, like, like_id)) != 1:
         raise VideoTextError("search: give one of a text QUERY, --like PATH or --like-id ID")
+    check_search(by, fusion)  # before anything is opened
     opened = open_index(index, run_dir, precision, threads)
     if query is not None:
         print_hits(opened.search(query, k=k, by=by, where=where, fusion=fusion), as_json)

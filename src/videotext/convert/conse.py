@@ -19,6 +19,9 @@ from typing import Any
 
 from videotext.config import DataConfig, RunConfig, save_config, to_plain
 from videotext.convert._options import Option, Options
+from videotext.models.conse import ConSEConfig
+from videotext.models.registry import build_method
+from videotext.train.checkpoint import save_checkpoint
 
 SHIPPED = "efficientnet-lite0"
 
@@ -47,10 +50,6 @@ def recognises(data: Any) -> bool:
 def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     """Write `out_dir/config.yaml` + `out_dir/checkpoints/best`."""
     opts = OPTIONS.resolve(options)
-    from videotext.models.registry import build_method
-    from videotext.models.conse import ConSEConfig
-    from videotext.train.checkpoint import save_checkpoint
-
     weights = None if str(checkpoint) == SHIPPED else Path(checkpoint).resolve()
     model_cfg = ConSEConfig(text_model=str(opts["text_model"]), top_classes=int(opts["top_classes"]),
                             visual_weight=float(opts["visual_weight"]), layout_weight=float(opts["layout_weight"]),

@@ -22,8 +22,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from videotext import openclip
 from videotext.config import DataConfig, RunConfig, save_config, to_plain
 from videotext.convert._options import Option, Options
+from videotext.models.clip4clip import CLIP4ClipConfig
+from videotext.models.registry import build_method
+from videotext.train.checkpoint import save_checkpoint
 
 OPTIONS = Options(
     "openclip",
@@ -48,12 +52,6 @@ def convert(checkpoint: Path, out_dir: Path, **options: Any) -> Path:
     opts = OPTIONS.resolve(options)
     pretrained, max_frames, max_text_tokens = opts["pretrained"], opts["max_frames"], opts["max_text_tokens"]
     manifest, features = opts["manifest"], opts["features"]
-    # torch and the methods, imported here so `videotext convert openclip --help` (OPTIONS) stays light
-    from videotext import openclip
-    from videotext.models.registry import build_method
-    from videotext.models.clip4clip import CLIP4ClipConfig
-    from videotext.train.checkpoint import save_checkpoint
-
     model_cfg = CLIP4ClipConfig(clip_model=openclip.canonical(str(checkpoint)),
                                 pretrained=openclip.canonical(pretrained),
                                 sim_header="meanP", max_text_tokens=int(max_text_tokens))

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from videotext.data.features import FeatureStore
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import FailureLog, atomic_path, write_json
@@ -110,8 +111,6 @@ class SampleSource:
         self.dataset, self.content, self.experts = dataset, content, list(experts)
         self.store = None
         if content == "features":
-            from videotext.data.features import FeatureStore
-
             if not self.experts:
                 raise VideoTextError("--content features needs --experts (e.g. appearance,motion,audio)")
             self.store = FeatureStore(features or Path(dataset.root or ".") / "features")

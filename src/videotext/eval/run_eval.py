@@ -21,6 +21,7 @@ from videotext.errors import VideoTextError
 from videotext.eval.evaluate import caption_texts
 from videotext.eval.protocols import evaluate_split
 from videotext.eval.rescore import parse_rescore
+from videotext.eval.run_report import write_run_report
 from videotext.io import write_json
 
 
@@ -54,7 +55,6 @@ def evaluate_run(model: Any, split: str = "test", checkpoint: str = "best", repo
     write_json(run_dir / f"eval_{split}_{checkpoint}.json", result)
     if not report:
         return result, None
-    from videotext.eval.run_report import write_run_report
 
     with model.autocast():
         page = write_run_report(run_dir, model.method, dataset, data.read_features, split=split,

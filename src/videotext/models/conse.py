@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from videotext.config import ConfigError
+from videotext.data.experts.appearance import build_efficientnet_lite0
 from videotext.losses import info_nce
 from videotext.models.base import Method
 from videotext.models.layers.pooling import masked_pool
@@ -111,8 +112,6 @@ class ConSE(Method):
 
     def _take_network(self, weights: str) -> None:
         """The ImageNet head and the last batch norm's statistics of EfficientNet-Lite0."""
-        from videotext.data.experts.appearance import build_efficientnet_lite0
-
         network = build_efficientnet_lite0(weights or None)
         norm = network.bn2  # the last batch norm, before ReLU6 and the global pool
         mean, std = relu6_moments(norm.bias.detach().double().numpy(), norm.weight.detach().double().numpy())

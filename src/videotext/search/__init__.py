@@ -9,13 +9,15 @@ from typing import Any
 from videotext.search.entries import Entry, Hit, merge_hits
 from videotext.search.index import Index, open_store
 
-__all__ = ["Entry", "Hit", "Index", "merge_hits", "open_store"]
+__all__ = ["Entry", "Hit", "Index", "merge_hits", "open_store", "sliding_windows"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "open_index":
-        raise AttributeError("videotext.search.open_index is now videotext.search.open_store (the vector store "
-                             "alone); videotext.open_index opens a whole index folder")
     if name == "sliding_windows":
-        raise AttributeError("videotext.search.sliding_windows lives in videotext.search.windows")
+        from videotext.search.windows import sliding_windows  # torch: not loaded by `import videotext.search`
+
+        return sliding_windows
+    if name == "open_index":  # ImportError, not AttributeError: `from … import` then shows this line
+        raise ImportError("videotext.search.open_index is now videotext.search.open_store (the vector store "
+                          "alone); videotext.open_index opens a whole index folder")
     raise AttributeError(f"module 'videotext.search' has no attribute {name!r}")

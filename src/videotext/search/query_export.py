@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from videotext.download import cache_root
+from videotext.search.index import _link_or_copy
 from videotext.search.query_encoder import (FORMAT, META_FILE, MODEL_FILE, QUERY_FOLDER, SENTENCE_FOLDER,
                                             TOKENIZER_FILE, ExportedTextEncoder, export_is_current)
 
@@ -202,8 +204,6 @@ def export_sentence_encoder(index_folder: str | os.PathLike, encoder: Any) -> Pa
 def _cached(kind: str, stamp: str, make: Callable[[Path], Path]) -> Path:
     """The export identified by `stamp` in the videotext cache (`exported/KIND-HASH`), made by
     `make(folder)` the first time: an index built again from the same weights reuses it."""
-    from videotext.download import cache_root
-
     return _cached_at(cache_root() / "exported" / f"{kind}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}",
                       stamp, make)
 
@@ -221,8 +221,6 @@ def _cached_at(folder: Path, stamp: str, make: Callable[[Path], Path]) -> Path:
 
 def _link_tree(source: Path, target: Path) -> Path:
     """`source`'s files at `target` (hard links; copies across file systems), replacing it atomically."""
-    from videotext.search.index import _link_or_copy
-
     with _replacing(target) as tmp:
         shutil.copytree(source, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)
     return target

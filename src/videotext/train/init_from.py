@@ -24,7 +24,7 @@ from videotext.config import ConfigError, load_config
 from videotext.data.features import FeatureStore
 from videotext.errors import VideoTextError
 from videotext.io import write_json
-from videotext.train.checkpoint import load_meta
+from videotext.train.checkpoint import load_meta, read_weights
 
 REPORT = "init_report.json"
 
@@ -53,8 +53,6 @@ def load_matching(method: torch.nn.Module, folder: str | Path) -> dict[str, Any]
     Returns {"loaded": [names], "new": [names], "skipped_shape": [{name, checkpoint, model}],
     "skipped_absent": [names in the checkpoint, not in the model]}.
     """
-    from videotext.train.checkpoint import read_weights
-
     tensors = read_weights(folder)
     state = method.state_dict()
     loaded, shape, new = [], [], []

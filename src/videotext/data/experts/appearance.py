@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from videotext.data.borders import trim_borders
 from videotext.data.experts.base import FrameExpert
 from videotext.data.loaders import subsample_steps
 from videotext.errors import DataFormatError
@@ -176,7 +177,6 @@ class CentreFrameExpert(FrameExpert):
         """Frames [T, H, W, 3] as the expert describes them: without their border if `trim_borders`."""
         if not self.trim_borders:
             return frames
-        from videotext.data.borders import trim_borders
 
         return trim_borders(frames)
 

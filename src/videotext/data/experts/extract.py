@@ -55,7 +55,9 @@ from videotext.data.experts.registry import expert_class, get_expert
 from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.features import FeatureStore, FeatureWriter
 from videotext.data.media_files import find_videos
+from videotext.data.ocr.reader import ONSCREEN, read_onscreen
 from videotext.data.schema import VideoTextDataset
+from videotext.data.speech.transcripts import TranscriptStore, transcribe
 from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import FailureLog
 from videotext.runtime import keeps_threads, physical_cores, retain_freed_memory, set_threads
@@ -413,8 +415,6 @@ def with_transcripts(todo: list[Item], built: dict[str, Expert], out_dir: str | 
     wanted = [item for item in todo if reader.name in item.experts and not item.speech and item.path is not None]
     if not wanted:
         return todo
-    from videotext.data.speech.transcripts import TranscriptStore, transcribe
-
     transcribe([(item.key, item.path) for item in wanted], out_dir, reader.engine, reader.model,
                recognize=reader.recognize, progress=settings.progress, failures=log, threads=settings.threads)
     store = TranscriptStore(out_dir)
@@ -431,9 +431,6 @@ def _with_onscreen(todo: list[Item], built: dict[str, Expert], out_dir: str | os
     wanted = [item for item in todo if reader is not None and reader.name in item.experts and item.path is not None]
     if not wanted:
         return todo
-    from videotext.data.ocr.reader import ONSCREEN, read_onscreen
-    from videotext.data.speech.transcripts import TranscriptStore
-
     read_onscreen([(item.key, item.path) for item in wanted], out_dir, reader.engine, progress=settings.progress,
                   failures=log, threads=max(1, settings.threads or 1))
     store = TranscriptStore(out_dir, ONSCREEN)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from videotext import distributed as dist
+from videotext.data.experts.extract import extract_features
+from videotext.data.features import FeatureStore
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.data.streaming import Retry, ShardFailed, expand, read_index, read_shard, sample_video
 from videotext.io import FailureLog
@@ -31,9 +33,6 @@ def is_shard_source(source: str | os.PathLike) -> bool:
 def extract_from_shards(pattern: str, experts: Sequence[str], out_dir: str | os.PathLike, settings: Any = None,
                         retry: Retry = Retry(), **values: Any) -> dict[str, Any]:
     """Extract `experts` for every video of the shards into the FeatureStore at `out_dir`."""
-    from videotext.data.experts.extract import extract_features
-    from videotext.data.features import FeatureStore
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     urls = expand(pattern)
@@ -88,6 +87,5 @@ def extract_source(source: str | os.PathLike, experts: Sequence[str], out_dir: s
     streamed one shard at a time) or a manifest / folder of videos."""
     if is_shard_source(source):
         return extract_from_shards(str(source), experts, out_dir, settings)
-    from videotext.data.experts.extract import extract_features  # torch's DataLoader: only when extracting files
 
     return extract_features(Path(source), experts, out_dir, settings)

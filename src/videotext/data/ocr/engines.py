@@ -23,6 +23,7 @@ import numpy as np
 
 from videotext.data.ocr.spacing import SPACE_GAP, respace
 from videotext.errors import VideoTextError
+from videotext.weights import verified_folder
 
 ENGINES = ("rapidocr", "tesseract")
 DEFAULT_ENGINE = "rapidocr"
@@ -64,7 +65,6 @@ class RapidOcrEngine:
     def __init__(self, threads: int = 1, min_confidence: float = 0.5, space_gap: float = SPACE_GAP,
                  split_words: bool = True):
         self.space_gap, self.split_words = float(space_gap), bool(split_words)
-        from videotext.weights import verified_folder
 
         folder = verified_folder("rapidocr")  # checks the sha256 of the three ONNX files
         try:

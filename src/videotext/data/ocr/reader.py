@@ -36,6 +36,7 @@ import numpy as np
 from videotext.data.ocr.engines import DEFAULT_ENGINE, OcrEngine, TextBox, ocr_engine
 from videotext.data.speech.recognize import Line
 from videotext.data.speech.transcripts import Transcript, TranscriptStore, file_stamp, is_current
+from videotext.data.video import probe, rate_times, read_frames
 from videotext.errors import VideoDecodeError
 from videotext.io import FailureLog
 
@@ -133,8 +134,6 @@ def video_text(path: str | Path, engine: OcrEngine, every: float = EVERY, change
                progress: Callable[[int], None] | None = None) -> tuple[list[Line], dict[str, int]]:
     """The on-screen lines of one video and counts (`samples`; `read`: frames given to the engine;
     `unreadable`: those it failed on, skipped). Raises VideoDecodeError when it cannot be decoded."""
-    from videotext.data.video import probe, rate_times, read_frames
-
     info = probe(path)
     times = rate_times(max(info.duration, every), 1.0 / every)  # [T] step centres
     segments = _Segments(every)

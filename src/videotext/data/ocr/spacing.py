@@ -21,6 +21,8 @@ import unicodedata
 
 import numpy as np
 
+from videotext.data.experts.words import load_glove
+
 SPACED = True  # also restore spaces in a line the recogniser spaced somewhere (bench/ocr.py, chosen on seed 0)
 SPACE_GAP = 0.4  # a gap wider than this many median character widths is a space (bench/ocr.py, chosen on seed 0)
 MAX_RANK = 50_000  # pieces of a split must be among this many most frequent GloVe words
@@ -51,8 +53,6 @@ def restore_spaces(text: str, char_boxes: list, gap: float = SPACE_GAP, spaced: 
 @functools.lru_cache(maxsize=1)
 def _word_costs() -> tuple[set[str], dict[str, float]]:
     """(the whole GloVe vocabulary, Zipf cost of each of its MAX_RANK most frequent plain words)."""
-    from videotext.data.experts.words import load_glove
-
     vocabulary, _ = load_glove()
     log_n = math.log(len(vocabulary))
     costs = {}

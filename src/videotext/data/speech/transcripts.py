@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 from videotext.data.schema import Segment
 from videotext.data.speech.recognize import SAMPLE_RATE, Line, SpeechEngine, speech_engine
 from videotext.data.speech.subtitles import SubtitleError, read_subtitles, sidecar_subtitles
+from videotext.data.video import read_audio
 from videotext.errors import VideoDecodeError, VideoTextError
 from videotext.io import FailureLog, append_json_line, atomic_open, file_lock, read_json_lines
 
@@ -137,8 +138,6 @@ def subtitles_of(path: Path) -> tuple[list[Line], list[str]]:
 def transcribe_video(key: str, path: Path, engine: Callable[[], SpeechEngine | None]) -> tuple[Transcript, list[str]]:
     """One video's transcript (subtitles, else recognition by `engine()`; None: subtitles only) and
     the problems to record. Raises VideoDecodeError when its audio cannot be decoded."""
-    from videotext.data.video import read_audio
-
     size, mtime_ns = file_stamp(path)
     lines, problems = subtitles_of(path)
     if lines:
