@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its test clip maker
-from tests.unit.test_clip_preprocess import synthetic_video  # noqa: E402
+from tests.openclip.test_clip_preprocess import synthetic_video  # noqa: E402
 
 CAPTIONS = ["a rabbit sits on the grass", "a man in a suit walks between parked cars", "a tree in the wind",
             "people walking in a hall", "coloured shapes moving on a dark background", "a man on the phone"]

@@ -15,7 +15,7 @@ for a slice and hands it to the rank that owns it (torch.distributed.nn's all_ga
 as open_clip's `gather_features(gather_with_grad=True)`). Every rank computes the same
 full-batch loss L, so rank r receives R·∂L/∂x_r; DDP then averages parameter
 gradients over the R ranks, which gives exactly the one-process gradient ∂L/∂θ on the
-full batch — no extra loss scaling (tests/unit/test_distributed.py checks it to 1e-5).
+full batch — no extra loss scaling (tests/test_distributed.py checks it to 1e-5).
 `train.global_negatives: false` builds the method with `LossGather(False)` (each rank's
 loss sees its own rows only; DDP averages the per-rank losses).
 """

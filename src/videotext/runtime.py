@@ -7,7 +7,7 @@ supports bf16) and fp32 elsewhere, because emulated bf16 is slower than fp32. bf
 under `torch.autocast`: matrix products and convolutions in bf16, reductions and
 norms in fp32; embeddings come back as fp32, within min cosine 0.999 of fp32 for the text
 towers and the feature-based video towers and 0.998 for the EfficientNet appearance network,
-on AMD (AVX512-BF16) and Intel (AMX) CPUs alike (tests/unit/test_runtime.py). Training is not
+on AMD (AVX512-BF16) and Intel (AMX) CPUs alike (tests/test_runtime.py). Training is not
 affected (`train.amp`, off on CPU unless asked).
 
 `--threads N` (config key `inference.threads`) sets torch's intra-op threads; 0 = the

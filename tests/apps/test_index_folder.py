@@ -36,7 +36,7 @@ def srt(text: str) -> str:
 def built(tiny_synth, tmp_path_factory):
     """(folder built by the CLI, folder built by the Python API, the run), from separate feature stores."""
     pytest.importorskip("bm25s", reason="text channels need the 'speech' extra: pip install 'videotext[speech]'")
-    from tests.unit.test_distributed import _fake_run
+    from tests.test_distributed import _fake_run
     from videotext.cli import app
     from videotext.data.ocr.engines import OcrError, ocr_engine
 

@@ -18,7 +18,7 @@ VIDEOS = 20
 def same_footage(tiny_synth, tmp_path_factory):
     """The index folder of 20 copies of one video, copy i subtitled with sentence i."""
     pytest.importorskip("bm25s", reason="spoken search needs the 'speech' extra: pip install 'videotext[speech]'")
-    from tests.unit.test_distributed import _fake_run
+    from tests.test_distributed import _fake_run
     from videotext.cli import app
 
     root = tmp_path_factory.mktemp("same_footage")

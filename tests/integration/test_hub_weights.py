@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from tests.hub_server import LocalHub
-from tests.unit.test_mmt import tiny_bert
+from tests.models.test_mmt import tiny_bert
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "src" / "videotext" / "configs"

@@ -20,7 +20,7 @@ SHOWN = {  # video: (text, start, end, (x, y))
 @pytest.fixture(scope="module")
 def built(tiny_synth, tmp_path_factory):
     pytest.importorskip("bm25s", reason="text search needs the 'speech' extra: pip install 'videotext[speech]'")
-    from tests.unit.test_distributed import _fake_run
+    from tests.test_distributed import _fake_run
     from videotext.cli import app
     from videotext.data.ocr.engines import OcrError, ocr_engine
 
@@ -122,7 +122,7 @@ def test_update_reads_only_new_videos(built):
 def burned_in(tiny_synth, tmp_path_factory):
     """20 videos of the same footage, each with its own line burned in from 1 s to 4 s."""
     from tests.speech_media import SENTENCES
-    from tests.unit.test_distributed import _fake_run
+    from tests.test_distributed import _fake_run
     from videotext.cli import app
 
     pytest.importorskip("bm25s", reason="text search needs the 'speech' extra: pip install 'videotext[speech]'")
@@ -155,7 +155,7 @@ def test_a_few_burned_in_words_find_their_video_first(burned_in):
 
 
 def test_an_engine_whose_weights_fail_their_hash_leaves_the_index_usable(tiny_synth, tmp_path, monkeypatch):
-    from tests.unit.test_distributed import _fake_run
+    from tests.test_distributed import _fake_run
     from videotext import weights
     from videotext.cli import app
 

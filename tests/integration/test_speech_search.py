@@ -25,7 +25,7 @@ SUBTITLE = "1\n00:00:01,000 --> 00:00:04,000\nThe lighthouse keeper counts the p
 @pytest.fixture(scope="module")
 def built(tiny_synth, tmp_path_factory):
     """(index folder, features folder, the CLI output of the build)."""
-    from tests.unit.test_distributed import _fake_run
+    from tests.test_distributed import _fake_run
     from videotext.cli import app
 
     root = tmp_path_factory.mktemp("speech_search")

@@ -30,7 +30,7 @@ declares its options in one table and validates what it is given against it:
 - The first `fill` wins: a converter fills from the config before the tensors.
 A new converter (`videotext/convert/<name>.py`) needs only a module-level `OPTIONS`, a
 `recognises(data)` predicate (see `_checkpoint.py`) and `convert(checkpoint, out_dir, **options)`
-that starts with `OPTIONS.resolve(options)`; `tests/unit/test_convert_options.py` then wants a
+that starts with `OPTIONS.resolve(options)`; `tests/convert/test_convert_options.py` then wants a
 misspelt-option case for it, and its docs page (docs/methods/<name>.md) a table row per option.
 """
 from __future__ import annotations

@@ -258,7 +258,7 @@ class FrozenInTime(Method):
     def cast_for_inference(self, dtype: torch.dtype) -> None:
         """The space-time tower in `dtype`: with bf16 weights it encodes 1.8-1.9x faster than fp32 on
         an AVX512-BF16 CPU, while autocast's per-op casts give 1.1-1.4x (bench/frozen_precision.py);
-        outputs stay within cosine 0.999 of fp32 (tests/unit/test_runtime.py)."""
+        outputs stay within cosine 0.999 of fp32 (tests/test_runtime.py)."""
         self.video_model.to(dtype)
 
     def encode_video(self, batch: dict[str, Any]) -> torch.Tensor:

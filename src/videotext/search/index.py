@@ -22,7 +22,7 @@ Kinds (`kind=`), and why:
   on 10^6 embedding-like (clustered) vectors a lighter graph (M = 16, efConstruction =
   64) already finds 99.2 % of the exact top 10 at efSearch 32 (p50 0.13 ms) and 100 %
   at efSearch 64 (p50 0.16 ms; built in 300 s, +1.5 GB resident), but on isotropic
-  random vectors (20 000 × 64, tests/unit/test_index.py) it drops to 0.76 where the
+  random vectors (20 000 × 64, tests/search/test_index.py) it drops to 0.76 where the
   defaults reach >= 0.95; data without structure is where recall is lost, so the
   defaults are sized for it. The choice is made whenever the index is (re)built: at the first `add`, on `rebuild()`, and once, automatically,
   when an `add` takes an auto-flat index past the threshold.

@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tests.unit.test_coot_convert import HEADS, official_state
+from tests.convert.test_coot_convert import HEADS, official_state
 from videotext.cli import app
 from videotext.convert import available, convert, converter
 from videotext.errors import VideoTextError

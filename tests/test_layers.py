@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     ("foundations", ("errors", "io", "embedding", "runtime", "distributed", "weights", "hub", "download",
                      "__version__")),

@@ -17,8 +17,8 @@ import torch
 from typer.testing import CliRunner
 
 from tests.hub_server import LocalHub
-from tests.unit.test_convert_released import same_weights
-from tests.unit.test_coot_convert import HEADS, official_state
+from tests.convert.test_convert_released import same_weights
+from tests.convert.test_coot_convert import HEADS, official_state
 from videotext.cli import app
 from videotext.convert import _released as released, convert
 from videotext.download import cache_folder, download

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from tests.shard_server import ShardServer
-from tests.unit.test_frozen_frames import data  # noqa: F401  (the pixel fixture: 4 videos, 3 images)
+from tests.data.test_frozen_frames import data  # noqa: F401  (the pixel fixture: 4 videos, 3 images)
 from videotext.data.features import FeatureStore
 from videotext.data.shards import read_index, shard_dataset
 from videotext.data.streaming import FeatureDecoder, Retry, ShardBatches, ShardFailed, SlotStream, read_shard
@@ -277,7 +277,7 @@ def test_extraction_from_media_shards_over_http_equals_extraction_from_the_folde
 def test_frozen_clips_from_media_shards_equal_the_clips_from_files(data, tmp_path):  # noqa: F811
     """Frozen (§3.2, §4.5) from shards: each clip equals the one `FrameBatches` cuts from the file
     (same frames, crop and flip), the curriculum's frame count per epoch, images alternating."""
-    from tests.unit.test_frozen_frames import curriculum_config
+    from tests.data.test_frozen_frames import curriculum_config
     from videotext.data.frames import frame_item
     from videotext.data.schema import VideoTextDataset
     from videotext.train.trainer import Trainer

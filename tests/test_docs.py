@@ -22,7 +22,7 @@ import typer
 
 from videotext.cli import app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 PAGES = DOCS + [ROOT / "README.md"]
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.unit.test_mmt import tiny_bert
+from tests.models.test_mmt import tiny_bert
 from videotext.convert import convert
 from videotext.errors import VideoTextError
 from videotext.inference import load_model

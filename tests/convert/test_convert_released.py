@@ -19,9 +19,9 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from tests.unit.test_frozen_convert import FRAMES, HEADS as FROZEN_HEADS, official_state_dict, text_folder  # noqa: F401
-from tests.unit.test_mmt import tiny_bert
-from tests.unit.test_mmt_convert import DIMS, HEADS as MMT_HEADS, official_state
+from tests.convert.test_frozen_convert import FRAMES, HEADS as FROZEN_HEADS, official_state_dict, text_folder  # noqa: F401
+from tests.models.test_mmt import tiny_bert
+from tests.convert.test_mmt_convert import DIMS, HEADS as MMT_HEADS, official_state
 from videotext.cli import app
 from videotext.config import load_config
 from videotext.convert import convert

@@ -304,7 +304,7 @@ def test_parts_follow_adds_removals_and_persistence(tmp_path):
 def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
     """MMT's renormalised mixture is not the index's dot product when experts are missing:
     the index shortlists, the method's similarity orders the shortlist exactly."""
-    from tests.unit.test_mmt import make_mmt, tiny_bert, video_batch
+    from tests.models.test_mmt import make_mmt, tiny_bert, video_batch
     from videotext.config import RunConfig
     from videotext.inference import LoadedModel
 
@@ -349,7 +349,7 @@ def test_mmt_search_reranks_the_index_shortlist_by_its_own_similarity(tmp_path):
 def test_build_index_update_adds_new_videos_and_drops_deleted_ones(tmp_path):
     """`build_index(update=True)`: encodes only the new videos, removes the deleted ones,
     and gives the same index (vectors, re-scoring parts) as a fresh build."""
-    from tests.unit.test_mmt import DIMS, make_mmt, tiny_bert
+    from tests.models.test_mmt import DIMS, make_mmt, tiny_bert
     from videotext.config import RunConfig
     from videotext.data.features import FeatureStore
     from videotext.data.schema import Video, VideoTextDataset
@@ -389,7 +389,7 @@ def test_build_index_update_adds_new_videos_and_drops_deleted_ones(tmp_path):
 
 def test_toco_search_reranks_the_shortlist_with_the_cross_encoder(tmp_path):
     """ToCo through the index: the cheap dual vectors shortlist, `rerank` (f + λ f^t) orders."""
-    from tests.unit.test_toco import TEXTS, video_batch
+    from tests.models.test_toco import TEXTS, video_batch
     from videotext.config import RunConfig
     from videotext.inference import LoadedModel
     from videotext.models import build_method

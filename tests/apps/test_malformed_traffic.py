@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import serve_in_thread
-from tests.unit.test_service import NamedSearcher
+from tests.apps.test_service import NamedSearcher
 from videotext.search import Entry, Index
 from videotext.apps.serve import create_app
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tests.unit.test_index_damage import damage
+from tests.search.test_index_damage import damage
 from videotext.errors import DataFormatError, VideoTextError
 
 DAMAGE = ["truncated", "zeroed", "garbage"]
@@ -73,7 +73,7 @@ def test_a_save_killed_between_its_renames_is_undone_and_its_leftovers_cleared(c
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_synth, tmp_path_factory):
-    from tests.unit.test_distributed import _fake_run
+    from tests.test_distributed import _fake_run
 
     return _fake_run(tiny_synth, tmp_path_factory.mktemp("damaged_run") / "run")
 

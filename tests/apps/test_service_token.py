@@ -12,7 +12,7 @@ from videotext.cli import app as cli
 from videotext.errors import VideoTextError
 from videotext.search import Entry, Index
 from videotext.apps.serve import create_app, is_loopback, require_token_for, token_matches
-from tests.unit.test_service import DIM, NamedSearcher
+from tests.apps.test_service import DIM, NamedSearcher
 
 TOKEN = "s3cret-Token_1"
 

@@ -180,8 +180,8 @@ def _method_cases(bert: str):
     """(name, model, full batch, rank batch builder) for supportset, mmt and coot, float64."""
     import numpy as np
 
-    from tests.unit.test_mmt import DIMS as MMT_DIMS, SMALL as MMT_SMALL, video_batch
-    from tests.unit.test_supportset import DIMS as SS_DIMS, TEXTS, _video_batch
+    from tests.models.test_mmt import DIMS as MMT_DIMS, SMALL as MMT_SMALL, video_batch
+    from tests.models.test_supportset import DIMS as SS_DIMS, TEXTS, _video_batch
     from videotext.data.hierarchy import collate_hierarchy
     from videotext.models.registry import build_method
 
@@ -251,7 +251,7 @@ def _check_methods(rank: int, bert: str) -> None:
 # --- training ------------------------------------------------------------------------------
 def _tiny_bert(folder: Path) -> str:
     """A 1-layer BERT without dropout (ranks would draw other dropout masks than one process)."""
-    from tests.unit.test_mmt import tiny_bert
+    from tests.models.test_mmt import tiny_bert
 
     if not (folder / "config.json").is_file():
         tiny_bert(folder)
@@ -272,7 +272,7 @@ def _train_overrides(root: Path, *extra: str) -> list[str]:
 
 
 def _train_rank(rank: int, root: Path, out: Path, extra: tuple[str, ...], stop: int | None) -> None:
-    from tests.unit.test_trainer import CONFIG
+    from tests.train.test_trainer import CONFIG
     from videotext.config import load_config
     from videotext.train.trainer import Trainer
 
@@ -296,7 +296,7 @@ def test_two_process_training_equals_one_process_and_resumes_on_one(tiny_synth, 
     no_sync on the accumulation steps; rank 0 validates after epoch 1), killed after step
     3 of 4, then resumed by ONE process: the weights equal an uninterrupted one-process
     run on the same global batches (dual, AdamW)."""
-    from tests.unit.test_trainer import CONFIG
+    from tests.train.test_trainer import CONFIG
     from videotext.config import load_config
     from videotext.train.trainer import Trainer, read_metrics_log
 
@@ -324,7 +324,7 @@ def test_two_process_training_equals_one_process_and_resumes_on_one(tiny_synth, 
 # --- extraction and indexing ----------------------------------------------------------------
 def _fake_run(root: Path, run: Path) -> Path:
     """A run directory with an untrained dual model (what `index build` loads)."""
-    from tests.unit.test_trainer import CONFIG
+    from tests.train.test_trainer import CONFIG
     from videotext.config import load_config, save_config
     from videotext.data.features import FeatureStore
     from videotext.models.registry import build_method

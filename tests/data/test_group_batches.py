@@ -9,7 +9,7 @@ from videotext.data.mixtures import training_batches
 from videotext.errors import VideoTextError
 from videotext.data.run_data import RunData
 from tests.conftest import tiny_config_overrides
-from tests.unit.test_trainer import CONFIG
+from tests.train.test_trainer import CONFIG
 
 
 def test_grouped_order_is_a_permutation_with_groups_contiguous_and_seeded():
