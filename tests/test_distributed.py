@@ -17,6 +17,8 @@ import torch.nn.functional as F
 
 from videotext import distributed as dist
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 WORLD = 2
 TOL = 1e-5
 

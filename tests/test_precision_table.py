@@ -85,6 +85,7 @@ def auto_dtype(name: str) -> torch.dtype | None:
     return torch.bfloat16 if runtime.bf16_holds(name) else None
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name, count", [("clip", 8), ("appearance", 16)])
 def test_auto_experts_stay_within_the_rule_here(real_inputs, name, count):
     """`auto` runs the expert at the table's precision, within BF16_MIN_COSINE of fp32 on real frames."""

@@ -139,6 +139,7 @@ def test_bf16_appearance_features_are_within_cosine_0998_of_fp32():
     assert "precision" not in bf16_expert.config()  # the stored features' identity does not change
 
 
+@pytest.mark.heavy
 def test_bf16_appearance_keeps_its_stem_in_fp32_on_flat_synthetic_frames(tiny_synth, monkeypatch):
     """On the demo's flat frames, rounding the first layers to bf16 moves the features most
     (min cosine 0.983 over these 48 frames with every layer in bf16); with the stem and first
@@ -197,6 +198,7 @@ print(took, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
 def test_retain_freed_memory_stops_page_faults_on_repeated_large_allocations():
     """Ten rounds of 64 MiB: by default glibc returns the memory at the end of a round and faults

@@ -84,6 +84,7 @@ def test_the_lock_is_not_reentrant_even_within_a_process(tmp_path):
     assert len(said) == 1 and "waiting for" in said[0]
 
 
+@pytest.mark.heavy
 def test_index_build_with_another_writer_is_one_line_and_exit_2(tmp_path):
     target = tmp_path / "videos.index"
     first = holder(target, 30)

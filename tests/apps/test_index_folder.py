@@ -153,6 +153,8 @@ print(json.dumps(answer()), flush=True)
 sys.stdin.readline()  # the folder is published again meanwhile
 first = app.state.live.snapshot.version
 import time
+
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
 deadline = time.time() + 60
 while app.state.live.snapshot.version == first and time.time() < deadline:
     time.sleep(0.05)

@@ -14,6 +14,8 @@ from videotext.search import Entry, Index
 from videotext.search.live import UNPUBLISHED, LiveIndex, publish, published_version
 from videotext.apps.serve import create_app
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 IDS = [f"v{i}" for i in range(16)]  # every id any version holds
 DIM = len(IDS)
 

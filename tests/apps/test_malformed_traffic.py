@@ -20,6 +20,8 @@ from tests.apps.test_service import NamedSearcher
 from videotext.search import Entry, Index
 from videotext.apps.serve import create_app
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 DIM = 8
 TOKEN = "a-long-random-test-token-0123456789"
 UPLOAD_LIMIT = 256 * 1024

@@ -367,6 +367,7 @@ def test_extract_one_raises_on_broken_file(folder):
         extract_one(folder / "corrupt.mp4", [get_expert("motion")])
 
 
+@pytest.mark.heavy
 def test_workers_and_windows_give_the_same_store(folder, tmp_path):
     import torch
 
@@ -388,6 +389,7 @@ def test_workers_and_windows_give_the_same_store(folder, tmp_path):
     np.testing.assert_array_equal(whole.timestamps, windows.timestamps)
 
 
+@pytest.mark.heavy
 def test_networks_in_workers_give_the_main_process_features_and_failures(folder, tmp_path):
     """Each worker decodes and embeds its own videos: same keys, motion identical, appearance equal
     up to the store's float16 rounding (the forward passes batch different videos), same failure."""
@@ -459,6 +461,7 @@ _KILLED_RUN = textwrap.dedent(
 )
 
 
+@pytest.mark.heavy
 def test_resume_after_kill(folder, tmp_path, monkeypatch):
     out = tmp_path / "store"
     script = _KILLED_RUN.format(folder=str(folder), out=str(out))

@@ -159,6 +159,7 @@ _KILLED_WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.heavy
 def test_killed_writer_never_corrupts_the_store(tmp_path):
     """SIGKILL a writer at random moments (mid part write, mid merge): the store stays valid."""
     root = tmp_path / "store"

@@ -132,6 +132,7 @@ def curriculum_config(data, *extra: str):
     ])
 
 
+@pytest.mark.heavy
 def test_frozen_trains_from_pixels_with_joint_images(data, tmp_path):
     """The trainer feeds Frozen pixel batches (no feature store); joint image batches run too."""
     from videotext.train.trainer import Trainer

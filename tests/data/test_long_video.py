@@ -21,6 +21,8 @@ from videotext.data.experts.chunks import chunk_file
 from videotext.data.features import FeatureStore
 from videotext.data.video_write import write_video
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 EXPERTS = ["appearance", "motion", "audio"]
 OPTIONS = {"appearance": {"input_size": 64}, "motion": {"flow_size": 64, "frames_per_step": 2}}
 CHUNK = 2.0  # seconds per chunk: a 40 s video has 20

@@ -110,6 +110,7 @@ def narrated_synth(tiny_synth, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.heavy
 def test_trainer_pretrains_on_narration_windows(tiny_synth, narrated_synth, tmp_path):
     config = load_config(CONFIG, tiny_config_overrides(tiny_synth) + [
         f"data.manifest={narrated_synth}", "data.text=narration", "data.narration.window_words=5",

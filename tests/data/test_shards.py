@@ -130,6 +130,7 @@ def _read_epoch(rank: int, world: int, url: str, out: str) -> None:
     torch_dist.destroy_process_group()
 
 
+@pytest.mark.heavy
 def test_two_gloo_ranks_with_two_workers_each_read_disjoint_samples_covering_the_epoch(tiny_synth, tmp_path):
     import socket
 
@@ -178,6 +179,7 @@ def weights(run: Path) -> dict[str, torch.Tensor]:
     return read_weights(run / "checkpoints" / "last")
 
 
+@pytest.mark.heavy
 def test_a_run_from_http_equals_the_run_from_disk_and_resumes_after_sigkill(tiny_synth, train_shards, server, tmp_path):
     pattern = "shard-{000000..000008}.tar"
     _train(tiny_synth, tmp_path / "disk", f"{train_shards}/{pattern}")
@@ -306,6 +308,7 @@ def test_frozen_clips_from_media_shards_equal_the_clips_from_files(data, tmp_pat
     assert VideoTextDataset.load(data / "images.json").videos.keys() >= set(images["video_ids"])
 
 
+@pytest.mark.heavy
 def test_mmt_pretraining_windows_from_shards_equal_the_windows_from_disk(tmp_path):
     """MMT §4.2 pre-training (`mmt/pretrain_synthetic`: data.text narration, 24-word windows) from
     feature shards: each video's window text and its cropped features equal the disk path's."""

@@ -124,6 +124,7 @@ def test_word_error_rate_counts_edits_after_normalising():
 
 # --- recognition ---------------------------------------------------------------------------------
 @needs_espeak
+@pytest.mark.heavy
 def test_whisper_tiny_en_transcribes_espeak_speech_in_a_video(tmp_path):
     from videotext.data.speech.recognize import SAMPLE_RATE, speech_engine
     from videotext.data.speech.wer import word_error_rate
@@ -142,6 +143,7 @@ def test_whisper_tiny_en_transcribes_espeak_speech_in_a_video(tmp_path):
     assert word_error_rate(references, hypotheses) <= 0.25, hypotheses  # 14.6 % over all 24 (docs/speech.md)
 
 
+@pytest.mark.heavy
 @pytest.mark.assets
 def test_whisper_tiny_en_on_real_read_speech_is_within_six_percent_wer():
     from bench.speech import librivox
@@ -192,6 +194,7 @@ def test_a_whisper_model_whose_hash_differs_is_refused(tmp_path, monkeypatch):
         WhisperEngine("tiny.en")
 
 
+@pytest.mark.heavy
 def test_whisper_base_is_joined_from_its_two_packages_and_checked(tmp_path, monkeypatch):
     from videotext.data.speech.recognize import joined_whisper_base
     from videotext.weights import WHISPER_BASE_MODEL_SHA256, sha256_of
@@ -207,6 +210,7 @@ def test_whisper_base_is_joined_from_its_two_packages_and_checked(tmp_path, monk
 
 # --- transcripts of a folder ---------------------------------------------------------------------
 @needs_espeak
+@pytest.mark.heavy
 def test_transcripts_prefer_subtitles_record_bad_inputs_and_resume(tmp_path):
     from videotext.data.speech.transcripts import TranscriptStore, transcribe
 
@@ -279,6 +283,7 @@ def _srt(text: str, start: float, end: float) -> str:
     pytest.param("subtitles", marks=needs_espeak),
     pytest.param("tiny.en", marks=[needs_espeak, pytest.mark.slow]),  # ~15 s idle, a minute on a loaded machine
 ])
+@pytest.mark.heavy
 def test_spoken_search_finds_the_video_that_says_a_paraphrased_sentence(tmp_path, transcripts):
     """24 videos, each speaking another sentence over unrelated footage; each sentence's paraphrasing
     query must rank its video first in at least 90 % of cases, from subtitle files or tiny.en's transcripts."""

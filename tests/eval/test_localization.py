@@ -192,6 +192,7 @@ def test_crosstask_reader_names_a_bad_step_index():
 
 
 # --- the command on a tiny trained run ------------------------------------------------------
+@pytest.mark.heavy
 def test_localize_cli_on_a_tiny_dual_run(tiny_synth, tmp_path):
     from videotext.cli import app
     from videotext.config import PACKAGED, load_config

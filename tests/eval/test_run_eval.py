@@ -22,6 +22,7 @@ def trained(tiny_synth, tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.heavy
 def test_evaluate_run_equals_evaluate_split_and_writes_the_file(trained):
     from videotext.data.run_data import RunData
     from videotext.eval.protocols import evaluate_split
@@ -37,6 +38,7 @@ def test_evaluate_run_equals_evaluate_split_and_writes_the_file(trained):
     assert json.loads((trained / "eval_val_best.json").read_text()) == json.loads(json.dumps(direct))
 
 
+@pytest.mark.heavy
 def test_evaluate_run_report_and_checkpoint_name(trained):
     from videotext.inference import load_model
 
@@ -54,6 +56,7 @@ def test_evaluate_run_names_a_missing_split(trained):
         evaluate_run(load_model(trained), "nope")
 
 
+@pytest.mark.heavy
 def test_evaluate_run_rescored_figures_sit_beside_the_unchanged_plain_ones(trained):
     from typer.testing import CliRunner
 

@@ -217,7 +217,10 @@ def test_whisper_size_by_name_downloads_once_and_is_the_served_model(hub, tmp_pa
     reference = WhisperEngine.__new__(WhisperEngine)  # the library's own model built from the served files
     reference._model, reference.language, reference.beam_size = WhisperModel(str(served), compute_type="int8"), "en", 5
     assert lines == [line.text for line in reference.recognize(audio.astype(np.float32))]
-    assert "fox" in " ".join(lines).lower()
+    # real speech recognized: tiny.en at int8 hears "quick brown fox" on Intel's kernels and "quick round-fark" on
+    # AMD's, so the check is the share of the sentence's words, not one word
+    heard = set(re.findall(r"[a-z]+", " ".join(lines).lower()))
+    assert len(heard & {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"}) >= 4, lines
     requests = len(hub.requests)
     again, _ = run(WHISPER, [str(audio_file), "small.en"], env)
     assert again == lines and hub.requests[requests:] == []

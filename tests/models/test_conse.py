@@ -40,6 +40,7 @@ def stamps(tmp_path_factory):
     return dataset, stamp_features(dataset, tmp_path_factory.mktemp("stamps") / "features")
 
 
+@pytest.mark.heavy
 def test_tuxpaint_pairs_far_above_random_features(run, stamps):
     from bench.conse import tuxpaint_scores
     from videotext.inference import load_model

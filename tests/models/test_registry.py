@@ -32,6 +32,7 @@ def test_methods_command_lists_every_registered_method_in_one_line_each():
     assert all(len(l.split(None, 1)) == 2 for l in out)  # every method says what it is
 
 
+@pytest.mark.heavy
 def test_a_run_pins_its_full_model_config_and_reloads_as_the_same_model(tiny_synth, tmp_path, monkeypatch):
     from tests.conftest import tiny_config_overrides
     from videotext.config import load_config

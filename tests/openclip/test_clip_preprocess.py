@@ -119,6 +119,7 @@ def _reference_scores(folder: Path, stored: dict, weights: str) -> np.ndarray:
     return (text @ torch.stack(vectors).T).numpy()
 
 
+@pytest.mark.heavy
 def test_zero_shot_run_scores_like_open_clips_own_pipeline(tmp_path, weights):
     from videotext.convert import convert
     from videotext.data.loaders import subsample_steps
@@ -199,6 +200,7 @@ def test_clip_store_of_the_old_version_is_not_mixed_with_new_features(tmp_path, 
 # --- clip4clip on frames and Frozen from CLIP -------------------------------------------
 
 
+@pytest.mark.heavy
 def test_clip4clip_frames_input_tests_on_open_clips_pixels(tmp_path, weights):
     from videotext.data.frames import cached_source, eval_times
     from videotext.data.readers import read_dataset

@@ -106,6 +106,7 @@ def test_bad_clip_names_are_user_errors(weights):
 # --- the clip expert ------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_clip_expert_round_trips_through_a_store(tmp_path, weights, reference):
     from videotext.data.experts import expert_class, extract_features, get_expert, options_from_config
     from videotext.data.experts.decode import extract_expert
@@ -151,6 +152,7 @@ def zero_shot(tmp_path_factory, weights) -> Path:
     return convert("openclip", TINY, tmp_path_factory.mktemp("runs") / "clip", pretrained=weights)
 
 
+@pytest.mark.heavy
 def test_zero_shot_run_is_mean_of_frame_embeddings_and_clip_text(tmp_path, zero_shot, weights, reference):
     from videotext.data.experts import get_expert
     from videotext.data.readers import read_dataset
@@ -185,6 +187,7 @@ def _subsample(count: int, cap: int) -> np.ndarray:
     return subsample_steps(count, cap)
 
 
+@pytest.mark.heavy
 def test_zero_shot_index_build_and_search_over_real_clips(tmp_path, zero_shot):
     from typer.testing import CliRunner
 
@@ -211,6 +214,7 @@ def test_zero_shot_index_build_and_search_over_real_clips(tmp_path, zero_shot):
     assert recorded["model"] == TINY and recorded["pretrained"] != ""
 
 
+@pytest.mark.heavy
 def test_an_index_of_whole_videos_extracts_only_the_frames_the_run_reads(tmp_path, zero_shot):
     """CLIP4Clip reads at most `data.max_steps_per_expert` (12) subsampled steps of a video:
     `index build` of whole videos extracts just those (`max_steps`), and its vectors equal the
@@ -384,6 +388,7 @@ def test_clip4clip_resume_is_exact(tiny_synth, clip_features, weights, tmp_path)
     assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-6
 
 
+@pytest.mark.heavy
 def test_zero_shot_sliding_window_clip_is_the_mean_over_its_window(tmp_path, zero_shot):
     from videotext.inference import load_model
 
@@ -407,6 +412,7 @@ def test_zero_shot_sliding_window_clip_is_the_mean_over_its_window(tmp_path, zer
     assert len(hits) == 4 and all(h.start is not None and h.end is not None for h in hits)
 
 
+@pytest.mark.heavy
 def test_zero_shot_run_serves_and_evaluates(tiny_synth, clip_features, weights, tmp_path):
     from fastapi.testclient import TestClient
     from typer.testing import CliRunner

@@ -86,6 +86,7 @@ def test_a_named_tags_activation_and_preprocessing_are_its_own(arch, tag):
     assert ours["resize_mode"] == tag_cfg["resize_mode"]
 
 
+@pytest.mark.heavy
 def test_quick_gelu_tag_gives_open_clips_quickgelu_text_embeddings(tmp_path, monkeypatch):
     """ViT-B-32@openai loaded from a weights file (open_clip's download replaced by that file) gives
     the text embeddings of open_clip's `ViT-B-32-quickgelu` built from the same file; the load goes

@@ -27,6 +27,8 @@ from videotext.search.duplicates import DEFAULT_THRESHOLD, find_duplicates, grou
 from videotext.search.entries import Entry
 from videotext.search.index import Index
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 SOURCES = ("carphone_pristine.mp4", "Megamind.avi", "vtest.avi")
 UNRELATED = ("bikes.mp4", "bigbuckbunny.mp4")
 SECONDS = 4.0

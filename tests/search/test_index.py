@@ -43,6 +43,7 @@ def test_flat_search_matches_numpy_brute_force():
         assert hits[0].path == f"/videos/{hits[0].id}.mp4" and hits[0].video_id == hits[0].id
 
 
+@pytest.mark.heavy
 def test_hnsw_recall_at_10_vs_exact():
     rng = np.random.default_rng(0)
     x, q = unit(rng, 20_000, 64), unit(rng, 200, 64)

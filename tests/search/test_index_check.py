@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from videotext.search.check import check_index
 
 
@@ -13,6 +15,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.heavy
 def test_check_says_what_an_update_would_do_and_writes_nothing(conse_run, tmp_path):
     from videotext.data.synthetic import synthesize
     from videotext.inference import load_model

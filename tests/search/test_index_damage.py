@@ -45,6 +45,7 @@ def test_a_damaged_file_is_one_error_naming_it_and_the_remedy(folder, tmp_path, 
     assert f"rebuild the index with `videotext index build RUN SOURCE -o {copy}`" in message
 
 
+@pytest.mark.heavy
 def test_the_command_line_says_it_in_one_line(folder, tmp_path):
     copy = shutil.copytree(folder, tmp_path / "idx")
     damage(copy / "entries.parquet", "zeroed")

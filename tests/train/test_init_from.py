@@ -17,6 +17,8 @@ from videotext.train.checkpoint import save_checkpoint
 from videotext.train.init_from import apply_init, checkpoint_folder, freeze, load_matching, zero_shot_config
 from videotext.train.trainer import Trainer
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 CONFIG = PACKAGED / "dual" / "synthetic.yaml"
 
 

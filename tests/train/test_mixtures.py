@@ -52,6 +52,7 @@ def test_weighted_shares_follow_weights_and_are_pure():
         MixtureBatches([Source("a", 1)], "weighted", weights=[0])
 
 
+@pytest.mark.heavy
 def test_trainer_runs_a_mixture_with_per_dataset_batch_sizes(tiny_synth, tmp_path):
     config = load_config(CONFIG, tiny_config_overrides(tiny_synth) + [
         "train.epochs=1", "data.mixture_mode=alternate",

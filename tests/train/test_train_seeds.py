@@ -14,6 +14,8 @@ from videotext.errors import VideoTextError
 from videotext.eval.compare import SEEDS_SUMMARY, run_metrics
 from videotext.train.seeds import train_seeds
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 CONFIG = "dual/synthetic"
 
 
@@ -65,7 +67,7 @@ def test_resume_goes_to_each_seed_as_it_is(seeded, tiny_synth, tmp_path):
 
 def test_cli_prints_each_seed_and_the_mean_std(monkeypatch, tmp_path):
     """The command only parses and prints: train_seeds is stood in for here."""
-    import videotext.train.seeds as seeds_module
+    import videotext.apps.runs as runs_module
     from videotext.cli import app
 
     metrics = {"R1": 10.0, "R5": 30.0, "R10": 50.0, "MdR": 4.0, "MnR": 6.0}
@@ -78,7 +80,7 @@ def test_cli_prints_each_seed_and_the_mean_std(monkeypatch, tmp_path):
         entry = {k: {"mean": v, "std": 1.0, "n": 2} for k, v in metrics.items()}
         return {"seeds": list(seeds), "t2v": entry}
 
-    monkeypatch.setattr(seeds_module, "train_seeds", fake)
+    monkeypatch.setattr(runs_module, "train_seeds", fake)
     result = CliRunner().invoke(app, ["train", CONFIG, "--seeds", "3, 4", "--out", str(tmp_path / "r"),
                                       "--set", "train.epochs=1", "--no-progress"])
     assert result.exit_code == 0, result.output

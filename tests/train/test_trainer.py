@@ -12,6 +12,8 @@ from tests.conftest import tiny_config_overrides
 from videotext.config import PACKAGED, load_config
 from videotext.train.trainer import Trainer, TrainingDiverged, read_metrics_log
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 CONFIG = PACKAGED / "dual" / "synthetic.yaml"
 
 
