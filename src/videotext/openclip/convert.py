@@ -53,12 +53,13 @@ def _hf_config(folder: str) -> dict[str, Any]:
     return config
 
 
-def _hf_quick_gelu(folder: str) -> bool:
+def hf_quick_gelu(folder: str) -> bool:
     """OpenAI's CLIP uses QuickGELU; HF configs say so in hidden_act."""
     return bool(folder) and _hf_config(folder).get("text_config", {}).get("hidden_act") == "quick_gelu"
 
 
-def _shape_errors(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+def shape_errors(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    """The keys of `state` whose shape differs from the model's own tensor of that name."""
     own = model.state_dict()
     return [k for k, v in state.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
 

@@ -33,7 +33,7 @@ import torch
 
 from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub
-from videotext.openclip.convert import _hf_quick_gelu, _shape_errors, hf_clip_state
+from videotext.openclip.convert import hf_clip_state, hf_quick_gelu, shape_errors
 
 T = TypeVar("T")
 
@@ -105,7 +105,7 @@ def needs_quick_gelu(arch: str, pretrained: str) -> bool:
     """Whether the weights `pretrained` were trained with QuickGELU (OpenAI's CLIP and others): the
     tag's config says so, or an HF CLIPModel folder's `hidden_act`."""
     if pretrained and Path(pretrained).is_dir():
-        return _hf_quick_gelu(pretrained)
+        return hf_quick_gelu(pretrained)
     return bool(pretrained_config(arch, pretrained).get("quick_gelu", False))
 
 
@@ -137,7 +137,7 @@ def weight_name(arch: str, pretrained: str = "") -> str:
     return f"open_clip {arch}" + (f"@{pretrained}" if pretrained else "") + (f" (text model {text!r})" if text else "")
 
 
-def _through_hub(what: str, may_download: bool, load: Callable[[], T]) -> T:
+def through_hub(what: str, may_download: bool, load: Callable[[], T]) -> T:
     """`load()` through `videotext.hub.from_hub` where it may reach the hub, else directly."""
     return from_hub(what, load) if may_download else load()
 
@@ -169,18 +169,17 @@ def load_clip(name: str, pretrained: str = "", weights: bool = True) -> torch.nn
 
     may_download = (tagged and source is not None) or ":" in arch or bool(hf_text_name(arch))
     try:
-        model = _through_hub(weight_name(arch, pretrained), may_download, build)
+        model = through_hub(weight_name(arch, pretrained), may_download, build)
     except (RuntimeError, FileNotFoundError, ValueError) as exc:  # open_clip reports load problems so
         raise VideoTextError(f"open_clip {arch}@{pretrained or 'random'}: cannot load ({' '.join(str(exc).split())[:400]})") from None
     if hf_folder:
         state = hf_clip_state(hf_folder)
         result = model.load_state_dict(state, strict=False)
         missing = [k for k in result.missing_keys if k != "attn_mask"]
-        if missing or result.unexpected_keys or _shape_errors(model, state):
+        if missing or result.unexpected_keys or shape_errors(model, state):
             raise VideoTextError(f"{hf_folder}: this HF CLIPModel does not fit open_clip {arch} (missing "
                                  f"{missing[:3]}, unexpected {result.unexpected_keys[:3]}); pick the matching ARCH")
     return model.eval()
-
 
 
 def is_hf_text(model: torch.nn.Module) -> bool:

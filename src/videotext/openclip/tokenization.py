@@ -6,7 +6,7 @@ from typing import Any
 
 from videotext.errors import VideoTextError
 from videotext.hub import real_tokenizer
-from videotext.openclip.factory import _open_clip, _through_hub, architecture, hf_tokenizer_name
+from videotext.openclip.factory import _open_clip, architecture, hf_tokenizer_name, through_hub
 
 
 def tokenizer(name: str) -> Any:
@@ -17,7 +17,7 @@ def tokenizer(name: str) -> Any:
     hf_name = hf_tokenizer_name(arch)
     what = f"open_clip {arch} tokenizer" + (f" {hf_name!r}" if hf_name else "")
     try:
-        return _through_hub(what, bool(hf_name) or ":" in arch, lambda: _real_tokenizer(open_clip.get_tokenizer(arch)))
+        return through_hub(what, bool(hf_name) or ":" in arch, lambda: _real_tokenizer(open_clip.get_tokenizer(arch)))
     except (RuntimeError, OSError, ValueError) as exc:
         raise VideoTextError(f"{what}: cannot load ({' '.join(str(exc).split())[:400]})") from None
 
