@@ -2,7 +2,7 @@
 
 Released checkpoints are plain files on the authors' web servers (hundreds of MB, on links that
 break or turn into sign-in pages). `download(url)` keeps each one in
-`cache_folder()/<hash of the URL>/<file name>`:
+`cache_folder("checkpoints")/<hash of the URL>/<file name>` (`videotext.cache`):
 
 - a file already there is returned with no request (and its sha256 checked when one is given);
 - bytes arrive in `<file name>.part`; a connection that closes before `Content-Length` is reached
@@ -15,28 +15,27 @@ break or turn into sign-in pages). `download(url)` keeps each one in
   and the remedy (download it by hand and give the path).
 
 `archive_member` takes one file out of a downloaded `.tar(.gz)` (COOT's models come as one archive).
-Standard library only (urllib), so it works wherever Python does.
+Standard library only (HTTP through `videotext.http_client`, urllib's: redirects and proxies as in
+any Python program), so it works wherever Python does.
 """
 from __future__ import annotations
 
 import hashlib
-import http.client
 import os
 import shutil
 import tarfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote, urlsplit
 
+from videotext import http_client
+from videotext.cache import CACHE_ENV, cache_folder, cache_root  # noqa: F401  (CACHE_ENV, cache_root: their old home)
 from videotext.errors import VideoTextError
 from videotext.io import atomic_path, file_lock
 from videotext.weights import sha256_of
 
-CACHE_ENV = "VIDEOTEXT_CACHE"  # the videotext cache root (speech models use it too)
 TIMEOUT_S = 60.0
-BLOCK_BYTES = 1 << 20
+BLOCK_BYTES = http_client.BLOCK_BYTES
 HTML_STARTS = (b"<!doctype", b"<html")
 
 
@@ -49,25 +48,10 @@ def is_url(text: str) -> bool:
     return urlsplit(str(text)).scheme.lower() in ("http", "https")
 
 
-def cache_root() -> Path:
-    """The videotext cache: `$VIDEOTEXT_CACHE`, else the user's cache (`$XDG_CACHE_HOME`, else
-    `~/.cache`)`/videotext`. Downloaded checkpoints and joined Whisper models live below it."""
-    root = os.environ.get(CACHE_ENV)
-    if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                            "videotext")
-    return Path(root)
-
-
-def cache_folder() -> Path:
-    """Where downloaded checkpoints live: `cache_root()/checkpoints`."""
-    return cache_root() / "checkpoints"
-
-
 def cached_path(url: str, filename: str | None = None) -> Path:
     """The cache path of `url`: a folder per URL (so equal file names never collide), its file name inside."""
     name = filename or unquote(urlsplit(url).path).rstrip("/").rpartition("/")[2] or "download"
-    return cache_folder() / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+    return cache_folder("checkpoints") / hashlib.sha256(url.encode()).hexdigest()[:16] / name
 
 
 def check_sha256(path: Path, expected: str, source: str, remove: bool = True) -> None:
@@ -84,7 +68,7 @@ def check_sha256(path: Path, expected: str, source: str, remove: bool = True) ->
 
 def remedy(url: str) -> str:
     """Where the cache is and what to do when a URL cannot serve the file."""
-    return (f"cache folder {cache_folder()}; remedy: download {url} by hand (a browser, wget or curl) and "
+    return (f"cache folder {cache_folder('checkpoints')}; remedy: download {url} by hand (a browser, wget or curl) and "
             "pass the file's PATH instead of the URL")
 
 
@@ -93,7 +77,7 @@ def download(url: str, *, sha256: str | None = None, filename: str | None = None
     """The cached file of `url`, downloaded (or continued) first if it is not complete in the cache."""
     target = cached_path(url, filename)
     part = target.with_name(target.name + ".part")
-    with file_lock(cache_folder() / ".locks" / target.parent.name):  # one URL, two processes: the second waits
+    with file_lock(cache_folder("checkpoints") / ".locks" / target.parent.name):  # one URL, two processes: the second waits
         if target.exists():
             if sha256:
                 check_sha256(target, sha256, url)
@@ -111,15 +95,15 @@ def _fetch(url: str, part: Path, progress: bool, timeout_s: float) -> None:
     with _open(url, offset, timeout_s) as response:
         status = response.getcode()
         if status == 416:  # the range starts at or past the end: the part is whole, or stale
-            if _range_total(response.headers.get("Content-Range", "")) == offset:
+            if http_client.range_total(response.headers.get("Content-Range", "")) == offset:
                 return
             part.unlink()
             return _fetch(url, part, progress, timeout_s)
         _refuse_html(url, response.headers.get("Content-Type", ""))
         if status != 206:  # a whole answer (the server ignored the range, or none was asked): start again
             offset = 0
-        total = _expected_total(response, offset)
-        blocks = _blocks(response)
+        total = http_client.announced_size(response, offset)
+        blocks = http_client.blocks(response)
         first = next(blocks, b"")
         if offset == 0:
             _refuse_html(url, "", first)  # nothing was written yet: a page leaves no trace in the cache
@@ -145,29 +129,15 @@ def _progress(part: Path, total: int | None, done: int, enabled: bool):
 
 
 def _open(url: str, offset: int, timeout_s: float):
-    """GET `url` from byte `offset` on; HTTP and network failures become one line with the remedy."""
-    headers = {"User-Agent": "videotext", "Accept-Encoding": "identity"}
-    if offset:
-        headers["Range"] = f"bytes={offset}-"
+    """GET `url` from byte `offset` on (`http_client.get`); HTTP and network failures become one
+    line with the remedy."""
     try:
-        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416:
-            return exc
-        raise DownloadError(f"{url}: the server answered HTTP {exc.code} {exc.reason}; {remedy(url)}") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise DownloadError(f"{url}: cannot be reached ({reason}); {remedy(url)}") from None
-
-
-def _blocks(response) -> Iterator[bytes]:
-    """The body in blocks; a connection that drops ends it early (the size check words the failure)."""
-    try:
-        while block := response.read(BLOCK_BYTES):
-            yield block
-    except (http.client.IncompleteRead, ConnectionError, TimeoutError) as exc:
-        if getattr(exc, "partial", b""):
-            yield exc.partial
+        return http_client.get(url, timeout_s, offset)
+    except Exception as exc:  # noqa: BLE001 - worded by the client; anything else passes through
+        what = http_client.failure(exc)
+        if what is None:
+            raise
+        raise DownloadError(f"{url}: {what}; {remedy(url)}") from None
 
 
 def _refuse_html(url: str, content_type: str, first: bytes = b"") -> None:
@@ -175,20 +145,6 @@ def _refuse_html(url: str, content_type: str, first: bytes = b"") -> None:
     if content_type.split(";")[0].strip().lower() == "text/html" or first.lstrip()[:9].lower().startswith(HTML_STARTS):
         raise DownloadError(f"{url}: the server answered an HTML page, not a file (the link may need a sign-in or "
                             f"a confirmation in a browser); nothing was cached; {remedy(url)}")
-
-
-def _range_total(content_range: str) -> int | None:
-    """The whole size from `Content-Range: bytes a-b/total` (or `bytes */total`)."""
-    total = content_range.rpartition("/")[2].strip()
-    return int(total) if total.isdigit() else None
-
-
-def _expected_total(response, offset: int) -> int | None:
-    """The whole file's size as the server announces it (None when it does not say)."""
-    if response.getcode() == 206:
-        return _range_total(response.headers.get("Content-Range", ""))
-    length = response.headers.get("Content-Length", "")
-    return offset + int(length) if length.isdigit() else None
 
 
 def _check_size(url: str, part: Path, total: int | None) -> None:

@@ -22,6 +22,7 @@ import os
 import threading
 from typing import Callable, Iterator, TypeVar
 
+from videotext.cache import cache_folder
 from videotext.errors import VideoTextError
 
 T = TypeVar("T")
@@ -37,11 +38,6 @@ def _constants():
     from huggingface_hub import constants  # read at call time: the user's environment, tests' patches
 
     return constants
-
-
-def cache_folder() -> str:
-    """The hub cache the clients read and write (`HF_HUB_CACHE`, else `HF_HOME`/hub)."""
-    return str(_constants().HF_HUB_CACHE)
 
 
 def endpoint() -> str:
@@ -100,7 +96,7 @@ def unreachable_message(what: str, exc: BaseException | None = None) -> str:
     how = "HF_HUB_OFFLINE=1 is set and it is not in the cache" if offline_requested() \
         else f"the hub at {endpoint()} cannot be reached and it is not in the cache"
     cause = f" ({type(exc).__name__})" if exc is not None else ""
-    return (f"{what}: {how}{cause}; cache folder {cache_folder()}. Remedies: connect to the internet, or set "
+    return (f"{what}: {how}{cause}; cache folder {cache_folder('hub')}. Remedies: connect to the internet, or set "
             f"HF_ENDPOINT to a mirror; HF_HUB_OFFLINE=1 loads only what is cached; or give a local file or folder "
             f"instead of the name")
 
@@ -161,7 +157,7 @@ def from_hub(what: str, load: Callable[[], T]) -> T:
         if _says(exc, CUT_SHORT):
             raise HubError(f"{what}: the download from {endpoint()} was cut short ({_first_line(exc)}); nothing "
                            f"incomplete is loaded: run the command again to resume it (cache folder "
-                           f"{cache_folder()})") from None
+                           f"{cache_folder('hub')})") from None
         if _says(exc, UNREACHABLE):
             raise HubError(unreachable_message(what, exc)) from None
         raise

@@ -21,7 +21,8 @@ from tests.convert.test_convert_released import same_weights
 from tests.convert.test_coot_convert import HEADS, official_state
 from videotext.cli import app
 from videotext.convert import _released as released, convert
-from videotext.download import cache_folder, download
+from videotext.cache import cache_folder
+from videotext.download import download
 
 OPTIONS = ["--option", f"num_heads={HEADS}"]
 
@@ -71,7 +72,7 @@ def test_url_converts_like_the_local_file_and_is_cached(tmp_path, hub, cache, ch
     same_weights(tmp_path / "run", checkpoint.parent / "local")
     (cached,) = cached_files(cache)
     assert cached.name == "model_10.pth" and cached.read_bytes() == checkpoint.read_bytes()
-    assert cached.parent.parent == cache_folder() == cache
+    assert cached.parent.parent == cache_folder("checkpoints") == cache
     assert hub.requests == [("GET", "/files/model_10.pth")]
 
     sha = hashlib.sha256(checkpoint.read_bytes()).hexdigest()

@@ -100,7 +100,7 @@ def test_quick_gelu_tag_gives_open_clips_quickgelu_text_embeddings(tmp_path, mon
         names.append(what)
         return load()
 
-    monkeypatch.setattr(openclip, "from_hub", from_hub)
+    monkeypatch.setattr(openclip.factory, "from_hub", from_hub)  # the module that loads through the hub
     monkeypatch.setattr(open_clip.factory, "download_pretrained", lambda cfg, cache_dir=None: str(path))
     ours = openclip.load_clip("ViT-B-32", "openai")
     assert names == ["open_clip ViT-B-32@openai"]

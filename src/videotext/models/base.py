@@ -106,7 +106,8 @@ class Method(nn.Module):
         return CaptionVideoBatches(dataset, read_features, self.prepare_text, batch_size, seed)
 
     # Training from WebDataset shards of expert features (`data.shards`): the default caption-video
-    # batches stream; methods whose batches are frames or hierarchies say False.
+    # batches stream; methods whose batches are frames or hierarchies say False, or (frames) declare
+    # the clips they read with `shard_clips(config)` (`videotext.data.streaming.ClipShards`).
     streams_shards: ClassVar[bool] = True
 
     def stream_batch(self, videos: list[Any], read_features: Any, epoch: int, seed: int) -> dict[str, Any]:

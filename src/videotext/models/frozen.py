@@ -31,9 +31,10 @@ from torch import nn
 from videotext import openclip
 from videotext.config import ConfigError
 from videotext.data.frames import (
-    AlternatingBatches, FrameBatches, FrameSpec, cached_source, eval_video_batches, frame_batch,
+    AlternatingBatches, FrameBatches, FrameSpec, cached_source, eval_video_batches,
 )
 from videotext.data.schema import VideoTextDataset
+from videotext.data.streaming.training import ClipShards, ImageShards
 from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub
 from videotext.losses import info_nce
@@ -208,7 +209,7 @@ class FrozenInTime(Method):
     name = "frozen"
     Config = FrozenConfig
     video_inputs = "frames"
-    streams_shards = True  # clips decoded from media shards (`data.shards`, `image_shards`): `shard_batches`
+    streams_shards = True  # clips decoded from media shards (`data.shards`, `image_shards`): `shard_clips`
 
     def __init__(self, config: FrozenConfig, expert_dims: dict[str, int] | None = None):
         super().__init__(config)
@@ -347,29 +348,17 @@ class FrozenInTime(Method):
             raise ConfigError(f"model.image_batch_size is larger than {cfg.image_manifest} ({len(images)} images)")
         return AlternatingBatches(videos, image_batches)
 
-    def shard_batches(self, pattern: str, samples: int, index: Any, config: Any, common: dict[str, Any]) -> Any:
-        """`train_batches` from WebDataset media shards (`data.shards`; with `image_shards`, the joint
-        image-video batches of §3.2): the same clips, curriculum (§4.5) and per-stage batch sizes."""
-        from videotext.data.streaming import FrameDecoder, ShardBatches, read_index, samples_in
-
-        cfg, batch_size, seed = self.config, config.train.batch_size, config.train.seed
-        frames = {epoch: self.frames_for_epoch(epoch) for epoch in range(config.train.epochs)}
-
-        def assemble(items: list[Any], epoch: int) -> dict[str, Any]:
-            return frame_batch([video.id for video, _ in items], [item for _, item in items], self.prepare_text)
-
-        videos = ShardBatches(pattern, FrameDecoder(self.frame_spec(), seed, frames, cfg.paragraph_captions), assemble,
-                              lambda epoch: self.batch_size_for_epoch(epoch, batch_size), samples, index=index,
-                              split=config.data.train_split, **common)
-        if not cfg.image_shards:
-            return videos
-        image_index = read_index(cfg.image_shards, config.data.shard_timeout)
-        images = ShardBatches(cfg.image_shards, FrameDecoder(self.frame_spec(), seed + 1, {0: 1}), assemble,
-                              cfg.image_batch_size or 4 * batch_size,
-                              samples_in(image_index, cfg.image_split, cfg.image_samples_per_epoch,
-                                         "model.image_samples_per_epoch"),
-                              index=image_index, split=cfg.image_split, **{**common, "seed": seed + 1})
-        return AlternatingBatches(videos, images)
+    def shard_clips(self, config: Any) -> ClipShards:
+        """What `train_batches` reads, declared for training from media shards (`data.shards`; with
+        `image_shards`, the joint image-video batches of §3.2): the same clips, curriculum (§4.5) and
+        per-stage batch sizes. The data layer builds the readers (`data.streaming.training`)."""
+        cfg, batch_size = self.config, config.train.batch_size
+        images = None
+        if cfg.image_shards:
+            images = ImageShards(cfg.image_shards, cfg.image_split, cfg.image_batch_size or 4 * batch_size,
+                                 cfg.image_samples_per_epoch)
+        return ClipShards(self.frame_spec(), self.prepare_text, self.frames_for_epoch,
+                          lambda epoch: self.batch_size_for_epoch(epoch, batch_size), cfg.paragraph_captions, images)
 
     def video_batches(self, dataset: Any, read_features: Any, batch_size: int) -> Iterable[dict[str, Any]]:
         return eval_video_batches(dataset, self._source(dataset), self.eval_frames(), min(batch_size, 32))

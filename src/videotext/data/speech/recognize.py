@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from videotext.download import cache_root
+from videotext.cache import cache_folder
 from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub
 from videotext.io import atomic_path
@@ -93,7 +93,7 @@ def joined_whisper_base() -> Path:
     first = verified_folder("whisper_base_part1")
     second = verified_folder("whisper_base_part2")
     part1, part2 = PACKAGES["whisper_base_part1"], PACKAGES["whisper_base_part2"]
-    folder = cache_root() / "whisper" / f"base-{part1.version}-{part2.version}"
+    folder = cache_folder("whisper") / f"base-{part1.version}-{part2.version}"
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
         target = folder / name
