@@ -26,7 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from videotext.download import cache_root
+from videotext.cache import cache_folder
+from videotext.openclip.tokenization import fast_bpe_tokenizer
 from videotext.search.index import _link_or_copy
 from videotext.search.query_encoder import (FORMAT, META_FILE, MODEL_FILE, QUERY_FOLDER, SENTENCE_FOLDER,
                                             TOKENIZER_FILE, ExportedTextEncoder, export_is_current)
@@ -94,8 +95,6 @@ def fast_tokenizer(encoder: Any) -> tuple[Any, int, str, str] | None:
         return tokenizer.backend_tokenizer, int(tokenizer.pad_token_id), str(tokenizer.pad_token), ""
     if getattr(encoder, "hf", True):  # not open_clip's own text transformer
         return None
-    from videotext.openclip import fast_bpe_tokenizer
-
     backend = fast_bpe_tokenizer(tokenizer)
     return (backend, 0, backend.id_to_token(0), "clip") if backend is not None else None  # open_clip pads with 0
 
@@ -204,7 +203,7 @@ def export_sentence_encoder(index_folder: str | os.PathLike, encoder: Any) -> Pa
 def _cached(kind: str, stamp: str, make: Callable[[Path], Path]) -> Path:
     """The export identified by `stamp` in the videotext cache (`exported/KIND-HASH`), made by
     `make(folder)` the first time: an index built again from the same weights reuses it."""
-    return _cached_at(cache_root() / "exported" / f"{kind}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}",
+    return _cached_at(cache_folder("exported") / f"{kind}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}",
                       stamp, make)
 
 
