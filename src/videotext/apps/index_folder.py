@@ -254,8 +254,9 @@ class SearchableIndex:
         """Top-k hits for a text query by what is shown, said and written (`by`: shown, said, written,
         both, all or a comma list; `search.channels`), fused by `fusion` (standard or rrf); `where` keeps
         the entries whose metadata pass that filter (`search.filters`)."""
-        check_fusion(fusion)
-        searcher = self.query_side if "shown" in _channels(by, self.lines) else None  # text channels need no model
+        searcher = self.searcher
+        if searcher is None and "shown" in _channels(by, self.lines):  # text channels alone load no model
+            searcher = self.query_side
         return search_by(searcher, self.index, self.lines, query, k=k, by=by, where=where, fusion=fusion)
 
     def like(self, example: Any = None, k: int = 10, where: str | None = None, id: str | None = None) -> list[Hit]:
