@@ -31,8 +31,9 @@ from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
 from videotext.models.base import Method
-from videotext.models.registry import build_method, weights_loaded_after
-from videotext.runtime import autocast, network_precision, resolve_device, retain_freed_memory, set_threads
+from videotext.models.registry import build_method
+from videotext.runtime import (autocast, network_precision, resolve_device, retain_freed_memory, set_threads,
+                               weights_loaded_after)
 from videotext.search.examples import check_example, example_dataset, parse_example
 from videotext.search.shortlist import ranked
 from videotext.search.windows import WindowFeatures

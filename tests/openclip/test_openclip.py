@@ -152,6 +152,41 @@ def zero_shot(tmp_path_factory, weights) -> Path:
     return convert("openclip", TINY, tmp_path_factory.mktemp("runs") / "clip", pretrained=weights)
 
 
+def test_a_clip_loaded_from_its_weights_draws_no_random_weights_first(weights, monkeypatch):
+    """Weights loaded from a file (or a tag, or an HF folder) are not drawn at random first; random weights are."""
+    drawn = []
+    for name in ("normal_", "uniform_", "trunc_normal_"):
+        real = getattr(torch.nn.init, name)
+        monkeypatch.setattr(torch.nn.init, name, lambda t, *a, _real=real, **k: (
+            drawn.append(tuple(t.shape)) if isinstance(t, torch.nn.Parameter) else None) or _real(t, *a, **k))
+    loaded = openclip.load_clip(TINY, weights)
+    assert drawn == []
+    state = torch.load(weights, map_location="cpu", weights_only=True)
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in state.items())
+    openclip.load_clip(TINY, "")  # random weights: seeded draws
+    assert len(drawn) > 10
+
+
+@pytest.mark.heavy
+def test_a_converted_run_carries_its_query_side_and_each_build_links_it(zero_shot, tmp_path):
+    """`convert` exports the query side once, beside the weights; an index build links it (no export)."""
+    import os
+
+    import videotext
+    from videotext.convert import summary
+    from videotext.data.synthetic import synthesize
+
+    cached = zero_shot / "checkpoints" / "best" / "query_encoder" / "model.onnx"
+    assert cached.is_file() and f"query encoder: exported to {cached.parent}" in "\n".join(summary(zero_shot))
+    made = cached.stat()
+    synthesize(tmp_path / "videos", num_videos=2, seed=5, progress=False)
+    report = videotext.build_index(zero_shot, tmp_path / "videos" / "manifest.json", tmp_path / "idx", progress=False)
+    linked = (tmp_path / "idx" / "query_encoder" / "model.onnx").stat()
+    assert report.query_encoder.startswith("exported to")
+    assert (linked.st_ino, linked.st_mtime_ns) == (made.st_ino, made.st_mtime_ns) and os.path.samefile(
+        cached, tmp_path / "idx" / "query_encoder" / "model.onnx")
+
+
 @pytest.mark.heavy
 def test_zero_shot_run_is_mean_of_frame_embeddings_and_clip_text(tmp_path, zero_shot, weights, reference):
     from videotext.data.experts import get_expert

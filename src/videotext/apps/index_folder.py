@@ -155,33 +155,37 @@ def load_run(run: str | os.PathLike, **settings: Any) -> Any:
     return run_model.load_run(run, **settings)
 
 
-def export_query_side(model: Any, folder: str | os.PathLike) -> str:
+def export_query_side(model: Any, folder: str | os.PathLike | None) -> str:
     """The run's query side as ONNX with its tokenizer in `folder/query_encoder`, so a text search needs
     neither torch nor transformers; kept when it is already there for these weights, made once per
-    run beside its weights and linked into every index built from it. Returns what was done. A method
-    that needs torch to search (a cross-encoder, a sentence hierarchy) exports nothing, and an older
-    export in the folder is removed (never another run's)."""
+    run beside its weights (`checkpoints/<name>/query_encoder`) and linked into every index built from
+    it (without `folder`, only made there: `videotext convert` prepares a run so). Returns what was done.
+    A method that needs torch to search (a cross-encoder, a sentence hierarchy) exports nothing, and an
+    older export in the folder is removed (never another run's)."""
     import videotext.search.query_export as query_export  # torch: off the opening path
 
-    target = Path(folder) / QUERY_FOLDER
+    target = Path(folder) / QUERY_FOLDER if folder is not None else None
     if model.method is None:  # a model that only plans (an update that removes): nothing to trace
         return ""
     why = query_export.why_not_exportable(model.method, model.rescores)
     if why is not None:
-        shutil.rmtree(target, ignore_errors=True)
+        if target is not None:
+            shutil.rmtree(target, ignore_errors=True)
         return f"not exported ({model.method_name}: {why}); a search loads the model"
-    done = f"exported to {target} (a text search needs neither torch nor transformers)"
+    cache = model.checkpoint / QUERY_FOLDER if model.checkpoint is not None else None  # beside the weights
+    done = (f"exported to {target} (a text search needs neither torch nor transformers)" if target is not None
+            else f"exported to {cache} (every index built from this run links it)")
     stamp = model.weights_stamp()
-    if export_is_current(target, stamp):
+    if export_is_current(target if target is not None else cache, stamp):
         return done
     try:
-        cache = model.checkpoint / QUERY_FOLDER if model.checkpoint is not None else None  # beside the weights
         query_export.export_query_encoder(model.fp32_cpu_method(), folder, rescores=model.rescores, source=stamp,
                                           cache=cache)
         return done
     except (RuntimeError, OSError, ValueError, ImportError) as exc:  # the index works without it
-        shutil.rmtree(target, ignore_errors=True)
-        log.warning("query encoder not exported (%s): searches of %s load the model", exc, folder)
+        if target is not None:
+            shutil.rmtree(target, ignore_errors=True)
+        log.warning("query encoder not exported (%s): searches of %s load the model", exc, folder or cache)
         return f"not exported ({exc}); a search loads the model"
 
 

@@ -32,14 +32,27 @@ def converter(method: str) -> ModuleType:
 
 
 def convert(method: str, checkpoint: str | Path, out_dir: str | Path, **options: Any) -> Path:
+    """Write the run `out_dir` from the official `checkpoint` of `method`, and export its query side
+    beside the weights once (`apps.index_folder.export_query_side`): every index built from the run
+    links it, so no build pays for the export."""
+    # torch and the methods: listing and picking converters (`--help`, `--list`) stays without them
+    from videotext.apps.index_folder import export_query_side, load_run
+
     module = converter(method)
     module.OPTIONS.resolve(options)  # unknown / ill-typed options fail before the file is read
-    return module.convert(Path(checkpoint), Path(out_dir), **options)
+    run_dir = module.convert(Path(checkpoint), Path(out_dir), **options)
+    export_query_side(load_run(run_dir, precision="fp32"), None)
+    return run_dir
 
 
 def summary(run_dir: str | Path) -> list[str]:
-    """Lines describing a converted run: architecture, values read from the file, options in force."""
+    """Lines describing a converted run: architecture, values read from the file, options in force, and
+    where its exported query side is."""
     from videotext.train.checkpoint import load_meta  # torch: listing and picking converters stays without it
 
-    conversion = load_meta(Path(run_dir) / "checkpoints" / "best").get("conversion")
-    return summary_lines(conversion) if conversion else []
+    best = Path(run_dir) / "checkpoints" / "best"
+    conversion = load_meta(best).get("conversion")
+    lines = summary_lines(conversion) if conversion else []
+    if (best / "query_encoder").is_dir():
+        lines.append(f"query encoder: exported to {best / 'query_encoder'} (every index built from this run links it)")
+    return lines

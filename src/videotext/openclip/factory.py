@@ -26,6 +26,7 @@ Text encoders take the spec string `openclip:ARCH@PRETRAINED` (`PRETRAINED` opti
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -34,6 +35,7 @@ import torch
 from videotext.errors import VideoTextError, closest
 from videotext.hub import from_hub
 from videotext.openclip.convert import hf_clip_state, hf_quick_gelu, shape_errors
+from videotext.runtime import weights_loaded_after
 
 T = TypeVar("T")
 
@@ -163,7 +165,9 @@ def load_clip(name: str, pretrained: str = "", weights: bool = True) -> torch.nn
     source = None if hf_folder or not weights else (pretrained or None)  # an HF folder loads below
 
     def build() -> torch.nn.Module:
-        with torch.random.fork_rng(devices=[]):
+        # weights that are then loaded (a tag, a file, an HF folder) need no random draw first
+        skip_draw = weights_loaded_after() if source is not None or hf_folder else contextlib.nullcontext()
+        with torch.random.fork_rng(devices=[]), skip_draw:
             torch.manual_seed(RANDOM_SEED)
             return open_clip.create_model(arch, pretrained=source, pretrained_text=False, **options)
 

@@ -141,15 +141,17 @@ def _write(folder: Path, module: nn.Module, encoder: Any, dim: int, source: str,
     return folder
 
 
-def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores: bool = False,
+def export_query_encoder(method: Any, index_folder: str | os.PathLike | None, rescores: bool = False,
                          source: str = "", cache: str | os.PathLike | None = None) -> Path | None:
     """`method`'s query side into `index_folder/query_encoder`; None (and nothing written, an older
     export removed) when the method does not qualify (`why_not_exportable`). With `cache` (a folder
     beside the weights) and a `source` naming them, the export is made there once and linked into
-    each index built from the same weights."""
-    folder = Path(index_folder) / QUERY_FOLDER
+    each index built from the same weights; without `index_folder`, only made there (a run prepared
+    before any index is built from it)."""
+    folder = Path(index_folder) / QUERY_FOLDER if index_folder is not None else None
     if why_not_exportable(method, rescores) is not None:
-        shutil.rmtree(folder, ignore_errors=True)  # never a stale encoder of another run
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)  # never a stale encoder of another run
         return None
     encoder = method.text_encoder
 
@@ -173,6 +175,8 @@ def export_query_encoder(method: Any, index_folder: str | os.PathLike, rescores:
             method.train(was_training)
             vars(encoder).pop("packed_inference", None)
 
+    if folder is None:
+        return _cached_at(Path(cache), source, make)  # type: ignore[arg-type]
     if cache is not None and source:
         try:
             return _link_tree(_cached_at(Path(cache), source, make), folder)
