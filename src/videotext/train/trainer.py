@@ -46,6 +46,7 @@ from videotext import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, recover_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state,
 )
+from videotext.train.grad_cache import average_gradients, chunked_backward
 from videotext.train.init_from import apply_init
 from videotext.train.schedules import build_optimizer, build_scheduler, depends_on_budget, param_groups
 
@@ -116,6 +117,7 @@ class Trainer:
         self.data = RunData(cfg)
         self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims,
                                            gather=dist.LossGather(cfg.train.global_negatives))
+        self._check_chunk(self.method)
         # the run pins its whole model config, defaults included: a later change of a default
         # cannot reload this run as another model (config.yaml and every checkpoint's meta)
         cfg.model = self.method.config_dict()
@@ -155,6 +157,14 @@ class Trainer:
                 LossForward(self.method), device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=cfg.train.find_unused_parameters)
             self._seed_rank()
+
+    def _check_chunk(self, method: Method) -> None:
+        chunk = self.config.train.chunk
+        if chunk < 0:
+            raise VideoTextError(f"train.chunk={chunk}: expected 0 (off) or a positive number of rows")
+        if chunk and not method.chunks_contrastive_step:
+            raise VideoTextError(f"train.chunk={chunk}: chunks the towers of a contrastive loss over two towers "
+                                 f"(dual, frozen, clip4clip, toco); method {self.config.method!r} has none")
 
     def _seed_rank(self) -> None:
         """Ranks > 0 draw their own dropout masks (as open_clip: seed + rank); rank 0 keeps the
@@ -260,6 +270,8 @@ class Trainer:
                 "train_cpu_s": round(self.state.get("train_cpu_s", 0.0), 2)}
 
     def _forward_backward(self, batch: dict[str, Any], accumulate: int, sync: bool = True) -> dict[str, float]:
+        if self.config.train.chunk:
+            return self._chunked_forward_backward(batch, accumulate, sync)
         autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None
                     else contextlib.nullcontext())
         # DDP: no gradient all-reduce on accumulation steps, only on the step that updates
@@ -268,13 +280,31 @@ class Trainer:
             with autocast:
                 out = self.model(batch) if self.world > 1 else self.method.loss(batch)
             loss = out["loss"]
-            if not torch.isfinite(loss.detach()).all():
-                raise TrainingDiverged(
-                    f"step {self.state['step'] + 1} (epoch {self.state['epoch'] + 1}): loss is {loss.item()}; "
-                    f"stopping before it corrupts a checkpoint (lower optim.lr or enable train.grad_clip)"
-                )
+            self._check_finite(loss)
             self.scaler.scale(loss / accumulate).backward()
         return {k: float(v.detach()) for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
+
+    def _chunked_forward_backward(self, batch: dict[str, Any], accumulate: int, sync: bool) -> dict[str, float]:
+        """The step of `train.chunk`: the towers `chunk` rows at a time (videotext.train.grad_cache).
+        Under torchrun the method runs outside DDP (several forward passes make one step) and the
+        gradients are averaged over the ranks on the step that updates, as DDP would."""
+        def autocast() -> Any:
+            return (torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None
+                    else contextlib.nullcontext())
+
+        out = chunked_backward(self.method, batch, self.config.train.chunk,
+                               lambda loss: self.scaler.scale(loss / accumulate), autocast)
+        self._check_finite(out["loss"])
+        if sync and self.world > 1:
+            average_gradients(self.method.parameters())
+        return {k: float(v) for k, v in out.items() if v.numel() == 1}
+
+    def _check_finite(self, loss: torch.Tensor) -> None:
+        if not torch.isfinite(loss.detach()).all():
+            raise TrainingDiverged(
+                f"step {self.state['step'] + 1} (epoch {self.state['epoch'] + 1}): loss is {loss.item()}; "
+                f"stopping before it corrupts a checkpoint (lower optim.lr or enable train.grad_clip)"
+            )
 
     def _optimizer_step(self) -> None:
         clip = self.config.train.grad_clip
