@@ -40,7 +40,8 @@ from videotext.eval.protocols import evaluate_split
 from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method
 from videotext.models.registry import build_method
-from videotext.runtime import network_precision, resolve_device, resolve_precision, retain_freed_memory, to_device
+from videotext.runtime import (network_precision, pin_batch, resolve_device, resolve_precision, retain_freed_memory,
+                               to_device)
 from videotext.text.encoder import CachedTextEncoder
 from videotext import distributed as dist
 from videotext.train.checkpoint import (
@@ -98,6 +99,9 @@ class Trainer:
         self.device = resolve_device(config.train.device)
         self.amp = resolve_precision(config.train.amp, self.device, training=True)
         self.rank, self.world = 0, 1
+        # batches made (decoded, pinned) ahead on a thread while the step runs: on a GPU the host is
+        # otherwise idle during a step; on a CPU the step takes every core (videotext.train.trainer.BatchPrefetcher)
+        self.prefetch_batches = 2 if self.device.type == "cuda" else 0
 
     # --- setup -----------------------------------------------------------------------
     @property
@@ -132,6 +136,7 @@ class Trainer:
                            [s for s in (self.train_set, self.val_set) if s is not None],
                            progress=self.progress and self.rank == 0)
         if cfg.data.shards:  # streamed from WebDataset shards (videotext.data.streaming)
+            self.prefetch_batches = 0  # a stream's readers advance as they are read: its position is the step's
             self.batches = shard_training_batches(self.method, cfg, self.expert_dims or {}, self.run_dir / "failures.jsonl")
         else:
             self.batches = training_batches(self.method, self.data, cfg, self.train_set)
@@ -226,32 +231,38 @@ class Trainer:
             batches_in_epoch = epoch_length(self.batches, epoch)
             bar = _progress(range(start, batches_in_epoch), self.progress and self.rank == 0,
                             f"epoch {epoch + 1}/{cfg.train.epochs}")
-            for index in bar:
-                wall, cpu = time.perf_counter(), time.process_time()
-                batch = to_device(self.batches.batch(epoch, index), self.device)
-                last_of_epoch = index + 1 == batches_in_epoch
-                sync = (index + 1) % accumulate == 0 or last_of_epoch
-                parts = self._forward_backward(batch, accumulate, sync)
-                if sync:
-                    if self.world > 1:  # log the mean over ranks (equal on every rank with global negatives)
-                        parts = dist.all_reduce_mean(parts)
-                    self._optimizer_step()
-                self._add_train_time(time.perf_counter() - wall, time.process_time() - cpu)
-                if sync:
-                    self.state["step"] += 1
-                    step = self.state["step"]
-                    self.state["epoch"], self.state["batch"] = epoch, index + 1
-                    if step % cfg.train.log_every == 0 or last_of_epoch:
-                        self.log.write({"kind": "train", "step": step, "epoch": epoch + (index + 1) / batches_in_epoch,
-                                        "lr": self.scheduler.last_lr, **parts, **self._train_time()})
-                    if hasattr(bar, "set_postfix"):
-                        bar.set_postfix(loss=f"{parts['loss']:.4f}", lr=f"{self.scheduler.last_lr:.2e}")
-                    if self.on_step:
-                        self.on_step(step, parts)
-                    if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0 and not last_of_epoch:
-                        self._save(ckpt / "last")
-                    if self.stop_after_steps is not None and step >= self.stop_after_steps:
-                        return False
+            ahead = BatchPrefetcher(self.batches, epoch, start, batches_in_epoch, self.prefetch_batches)
+            try:
+                for index in bar:
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    batch = to_device(ahead.next(index), self.device, non_blocking=self.device.type == "cuda")
+                    last_of_epoch = index + 1 == batches_in_epoch
+                    sync = (index + 1) % accumulate == 0 or last_of_epoch
+                    parts = self._forward_backward(batch, accumulate, sync)
+                    if sync:
+                        if self.world > 1:  # log the mean over ranks (equal on every rank with global negatives)
+                            parts = dist.all_reduce_mean(parts)
+                        self._optimizer_step()
+                    self._add_train_time(time.perf_counter() - wall, time.process_time() - cpu)
+                    if sync:
+                        self.state["step"] += 1
+                        step = self.state["step"]
+                        self.state["epoch"], self.state["batch"] = epoch, index + 1
+                        if step % cfg.train.log_every == 0 or last_of_epoch:
+                            self.log.write({"kind": "train", "step": step,
+                                            "epoch": epoch + (index + 1) / batches_in_epoch,
+                                            "lr": self.scheduler.last_lr, **parts, **self._train_time()})
+                        if hasattr(bar, "set_postfix"):
+                            bar.set_postfix(loss=f"{parts['loss']:.4f}", lr=f"{self.scheduler.last_lr:.2e}")
+                        if self.on_step:
+                            self.on_step(step, parts)
+                        if (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0
+                                and not last_of_epoch):
+                            self._save(ckpt / "last")
+                        if self.stop_after_steps is not None and step >= self.stop_after_steps:
+                            return False
+            finally:
+                ahead.close()
             self.state["epoch"], self.state["batch"] = epoch + 1, 0
             if self.val_set is not None and ((epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs):
                 self._validate(ckpt, epoch + 1)
@@ -393,6 +404,57 @@ class Trainer:
         with MetricsLog(self.run_dir, keep_lines=None) as log:
             log.write({"kind": "test", "step": self.state["step"], **result})
         return result
+
+
+class BatchPrefetcher:
+    """Batches `start` … `end - 1` of one epoch, made `depth` ahead on a thread and pinned (`pin_batch`),
+    so a GPU step never waits for decoding while the host has time. Batches are pure functions of
+    (seed, epoch, index) and draw from no global random state, so the thread changes no result.
+    `depth` 0 makes each batch when it is asked for, in the caller's thread."""
+
+    def __init__(self, batches: Any, epoch: int, start: int, end: int, depth: int):
+        self.batches, self.epoch, self.depth = batches, epoch, depth
+        self.thread = None
+        if depth > 0 and end > start:
+            import queue
+            import threading
+
+            self.queue: Any = queue.Queue(maxsize=depth)
+            self.stop = threading.Event()
+            self.thread = threading.Thread(target=self._fill, args=(start, end), daemon=True,
+                                           name="videotext-batches")
+            self.thread.start()
+
+    def _fill(self, start: int, end: int) -> None:
+        import queue
+
+        for index in range(start, end):
+            try:
+                item: Any = (index, pin_batch(self.batches.batch(self.epoch, index)))
+            except BaseException as exc:  # noqa: BLE001 - raised in the training thread
+                item = (index, exc)
+            while not self.stop.is_set():
+                try:
+                    self.queue.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if self.stop.is_set() or isinstance(item[1], BaseException):
+                return
+
+    def next(self, index: int) -> dict[str, Any]:
+        if self.thread is None:
+            return self.batches.batch(self.epoch, index)
+        made, batch = self.queue.get()
+        if isinstance(batch, BaseException):
+            raise batch
+        assert made == index, (made, index)
+        return batch
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
 
 
 class LossForward(torch.nn.Module):
