@@ -25,7 +25,7 @@ from videotext.data.experts.appearance import (
 from videotext.data.experts.audio import hz_to_mel, log_mel_spectrogram, mel_filterbank
 from videotext.data.experts.decode import Item, extract_expert, extract_one
 from videotext.data.experts.extract import extract_features, plan_extraction
-from videotext.data.experts.motion import MotionExpert, flow_statistics
+from videotext.data.experts.motion import MotionExpert, flow_statistics, flow_statistics_batch
 from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.experts.words import glove_files, load_glove, read_string_column, tokenize
 from videotext.data.features import FeatureStore, store_equal
@@ -212,6 +212,11 @@ def test_motion_left_and_still():
     np.testing.assert_allclose(stats[:8], [-3 / 64 / 0.25, 0, 3 / 64 / 0.25, 0, 1, -3 / 64 / 0.25, 0, 3 / 64 / 0.25],
                                atol=1e-6)
     assert stats[8:].reshape(9, 8)[:, 4].min() > 0 and stats[8:].reshape(9, 8)[:, [0, 1, 2, 3, 5, 6, 7]].max() == 0
+    rightwards = np.zeros((32, 64, 2), np.float32)
+    rightwards[:16, :, 0] = 2.0  # the top half moves right
+    both = flow_statistics_batch(np.stack([flow, rightwards]), np.array([0.25, 0.5]))  # one pass for both pairs
+    np.testing.assert_allclose(both, [stats, flow_statistics(rightwards, 0.5)], atol=1e-7)
+    assert both[1, 4] == pytest.approx(0.5) and both[1, 5] == pytest.approx(2 / 64 / 0.5)
     still = np.full((8, 48, 48, 3), 90, np.uint8)
     out = MotionExpert(rate=1.0).prepare(still, np.arange(8) / 8, np.array([0.0, 1.0]))
     assert out.shape == (2, 80) and not out.any()
