@@ -16,6 +16,7 @@ experts, 6 steps each).
 
     python bench/grad_cache.py                        # both methods, chunk 32, batches 64 and 512
     python bench/grad_cache.py --methods frozen --chunk 16 --plain-512
+    python bench/grad_cache.py --device cuda --methods frozen --preset base   # the paper's ViT-B/16 on a GPU
 """
 from __future__ import annotations
 
@@ -44,17 +45,19 @@ def _captions(count: int) -> list[str]:
     return [" ".join(rng.choice(CAPTION_WORDS) for _ in range(rng.randint(4, 12))) + f" {i}" for i in range(count)]
 
 
-def _method_and_batch(name: str, batch: int):
+def _method_and_batch(name: str, batch: int, preset: str = "small"):
     import numpy as np
     import torch
 
     from videotext.data.loaders import collate_video_features
     from videotext.models import build_method
+    from videotext.models.frozen import PRESETS
 
     torch.manual_seed(0)
     if name == "frozen":
-        method = build_method("frozen", {"preset": "small", "num_frames": 4})
-        video = {"frames": torch.randn(batch, 4, 3, 64, 64)}
+        method = build_method("frozen", {"preset": preset, "num_frames": 4})
+        size = PRESETS[preset]["img_size"]
+        video = {"frames": torch.randn(batch, 4, 3, size, size)}
     elif name == "dual":
         dims = {"appearance": 1280, "motion": 80, "audio": 128}
         method = build_method("dual", {}, expert_dims=dims)
@@ -66,8 +69,10 @@ def _method_and_batch(name: str, batch: int):
     return method.train(), {"text": method.prepare_text(_captions(batch)), "video": video}
 
 
-def measure_step(name: str, batch: int, chunk: int) -> dict:
-    """One step in this process: peak resident bytes above the level before it, and its seconds."""
+def measure_step(name: str, batch: int, chunk: int, device: str = "cpu", preset: str = "small") -> dict:
+    """One step in this process: peak resident bytes above the level before it (on a GPU: the peak of
+    torch's allocated memory above it, under bf16 autocast), and its seconds."""
+    import contextlib
     import gc
 
     import torch
@@ -75,7 +80,9 @@ def measure_step(name: str, batch: int, chunk: int) -> dict:
     from videotext.train.grad_cache import chunked_backward
 
     torch.set_num_threads(1)
-    method, inputs = _method_and_batch(name, batch)
+    method, inputs = _method_and_batch(name, batch, preset)
+    if device != "cpu":
+        return _measure_on_gpu(method, inputs, name, batch, chunk, torch.device(device))
     gc.collect()
     before = _resident_bytes()
     peak = [before]
@@ -102,10 +109,39 @@ def measure_step(name: str, batch: int, chunk: int) -> dict:
             "seconds": seconds, "loss": float(loss)}
 
 
-def run_child(name: str, batch: int, chunk: int) -> dict:
+def _measure_on_gpu(method, inputs, name: str, batch: int, chunk: int, device) -> dict:
+    import torch
+
+    from videotext.runtime import to_device
+    from videotext.train.grad_cache import chunked_backward
+
+    method.to(device)
+    inputs = to_device(inputs, device)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    start = time.perf_counter()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        if chunk:
+            loss = chunked_backward(method, inputs, chunk, scale=lambda value: value,
+                                    autocast=lambda: torch.autocast("cuda", dtype=torch.bfloat16))["loss"]
+        else:
+            loss = method.loss(inputs)["loss"]
+    if not chunk:
+        loss.backward()
+    torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    peak = torch.cuda.max_memory_allocated(device) - before
+    parameters = sum(p.numel() for p in method.parameters())
+    return {"method": name, "batch": batch, "chunk": chunk, "peak_mib": peak / 2**20, "seconds": seconds,
+            "loss": float(loss), "device": torch.cuda.get_device_name(device), "parameters": parameters,
+            "model_and_inputs_mib": before / 2**20}
+
+
+def run_child(name: str, batch: int, chunk: int, device: str = "cpu", preset: str = "small") -> dict:
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", name, str(batch), str(chunk)], env=env,
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, __file__, "--child", name, str(batch), str(chunk), device, preset],
+                         env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"{name} batch {batch} chunk {chunk} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -119,23 +155,26 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--large", type=int, default=512)
     parser.add_argument("--plain-512", action="store_true", help="also the plain step at the large batch")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "grad_cache.json")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help="cpu (resident memory) or cuda (torch's peak, bf16)")
+    parser.add_argument("--preset", default="small", help="Frozen's video tower: small (CPU) or base (the paper's)")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        name, batch, chunk = args.child
-        print(json.dumps(measure_step(name, int(batch), int(chunk))))
+        name, batch, chunk, device, preset = args.child
+        print(json.dumps(measure_step(name, int(batch), int(chunk), device, preset)))
         return {}
 
     from videotext.io import write_json
 
     results = {"benchmark": "peak memory of a step beyond the model and inputs, chunked vs batch size",
-               "chunk": args.chunk, "machine": platform.processor() or platform.machine(), "methods": {}}
+               "chunk": args.chunk, "device": args.device, "preset": args.preset, "machine": platform.processor() or platform.machine(), "methods": {}}
     for name in args.methods:
-        rows = {"chunked_small": run_child(name, args.small, args.chunk),
-                "chunked_large": run_child(name, args.large, args.chunk),
-                "plain_small": run_child(name, args.small, 0)}
+        where = (args.device, args.preset)
+        rows = {"chunked_small": run_child(name, args.small, args.chunk, *where),
+                "chunked_large": run_child(name, args.large, args.chunk, *where),
+                "plain_small": run_child(name, args.small, 0, *where)}
         if args.plain_512:
-            rows["plain_large"] = run_child(name, args.large, 0)
+            rows["plain_large"] = run_child(name, args.large, 0, *where)
         ratio = rows["chunked_large"]["peak_mib"] / rows["chunked_small"]["peak_mib"]
         results["methods"][name] = {**rows, "large_over_small": ratio}
         print(f"{name}: chunk {args.chunk}: batch {args.small} {rows['chunked_small']['peak_mib']:.1f} MiB "
