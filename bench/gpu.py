@@ -265,8 +265,8 @@ def main() -> None:
         result["pixel_pipeline"] = pixel_pipeline(work, device, min(args.steps, 10), args.pipeline_batch, text_model)
         row = result["pixel_pipeline"]
         print(f"pixel pipeline (Frozen, ViT-B/16 224 px, 4 frames, batch {row['batch_size']}, bf16): batches made at "
-              f"{row['pipeline_frames_per_s']:.0f} frames/s on one thread, the step consumes "
-              f"{row['step_frames_per_s']:.0f} frames/s: x{row['pipeline_over_step']:.2f}", flush=True)
+              f"{row['pipeline_frames_per_s']:.3g} frames/s on one thread, the step consumes "
+              f"{row['step_frames_per_s']:.3g} frames/s: x{row['pipeline_over_step']:.3g}", flush=True)
     if "dual" in args.methods.split(","):
         result.update(index_and_queries(work, device, args.queries))
         print(f"index build: {result['index_from_store']['videos_per_s']:.1f} videos/s from the store, "
