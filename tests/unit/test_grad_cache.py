@@ -185,3 +185,19 @@ def test_a_training_run_with_chunks_ends_with_the_weights_of_one_without(tiny_sy
     assert plain.keys() == chunked.keys()
     worst = max(float((plain[k] - chunked[k]).abs().max()) for k in plain)
     assert worst <= TOL, worst
+
+
+def test_two_process_chunked_training_equals_one_process_without_chunks(tiny_synth, tmp_path):
+    """Under torchrun the chunked step runs beside the DDP wrapper and averages the gradients itself
+    (with accumulation: only on the step that updates): 2 ranks with train.chunk=2 end with the
+    weights of one process that does not chunk."""
+    from tests.unit.test_distributed import _max_difference, _train_overrides, _train_rank, run_ranks
+    from tests.unit.test_trainer import CONFIG
+    from videotext.config import load_config
+    from videotext.train.trainer import Trainer
+
+    extra = ("train.accumulate=2",)
+    Trainer(load_config(CONFIG, _train_overrides(tiny_synth, *extra)), tmp_path / "one", progress=False).fit()
+    run_ranks(_train_rank, tiny_synth, tmp_path / "two", (*extra, "train.chunk=2"), None)
+    worst = _max_difference(tmp_path / "one", tmp_path / "two")
+    assert worst <= 1e-4, worst  # float32 round-off through AdamW, as the plain 2-rank run
