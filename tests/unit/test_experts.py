@@ -149,6 +149,12 @@ def test_onnxruntime_engine_gives_the_torch_features_and_exports_once(tmp_path, 
     assert not AppearanceExpert(precision="bf16", device="cuda").uses_onnxruntime()
     with pytest.raises(ValueError, match="engine"):
         AppearanceExpert(engine="tensorrt")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("VIDEOTEXT_CACHE", str(blocked / "cache"))  # the export cannot be written:
+    fallback = AppearanceExpert(input_size=96)  # auto falls back to torch, same features
+    np.testing.assert_allclose(fallback.embed(crops), torch_features, atol=1e-6)
+    assert not fallback.uses_onnxruntime()
 
 
 @pytest.mark.assets

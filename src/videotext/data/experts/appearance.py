@@ -351,6 +351,11 @@ class AppearanceExpert(CentreFrameNetworkExpert):
 
     def embed(self, crops: np.ndarray) -> np.ndarray:
         """Pooled features [N, 1280] of uint8 RGB crops [N, S, S, 3]."""
+        if self.uses_onnxruntime() and self.engine == "auto" and self._session is None:
+            try:
+                self.session  # noqa: B018 - exported (or read) now
+            except OSError:  # no room or no right to write the export: torch gives the same features
+                self._onnx = False
         if self.uses_onnxruntime():
             session = self.session
             return np.concatenate([session.run(None, {"crops": np.ascontiguousarray(crops[i : i + self.batch_size])})[0]
