@@ -15,7 +15,9 @@ Everything through the project's own code, on one set made here (`videotext synt
    picks the fused kernels on a GPU): steps/s and the ratio;
 3. `index build` of the set with a dual run on the device: videos/s from the feature store, and
    with extraction;
-4. query latency of `model.search` (p50 / p95 over `--queries` captions, one at a time).
+4. query latency of `model.search` (p50 / p95 over `--queries` captions, one at a time);
+5. the pixel pipeline at the paper's size (`pixel_pipeline`: Frozen, ViT-B/16 at 224 px, 4 frames a clip,
+   bf16): frames/s of the trainer's batch maker against the frames/s its step consumes.
 Figures are printed and written to `--json`; CUDA timings synchronise before each clock read.
 The official Frozen code's steps/s on the same GPU is `bench/official_steps.py --device cuda`.
 
@@ -152,6 +154,43 @@ def train_steps(method: str, work: Path, device: torch.device, amp: str, steps: 
                 p.numel() for p in trainer.method.parameters() if p.requires_grad)}
 
 
+def pixel_pipeline(work: Path, device: torch.device, steps: int, batch_size: int, text_model: str | None) -> dict[str, Any]:
+    """Frozen at the paper's size (ViT-B/16, 224 px, 4 frames a clip, bf16): the frames/s the
+    trainer's batch maker gives (decode, crop, resize, normalise, pin; one thread, as the trainer's
+    prefetch thread makes them) against the frames/s its step consumes on the device. A ratio below
+    1 means decoding starves the device."""
+    from videotext.config import load_config
+    from videotext.runtime import pin_batch, to_device
+    from videotext.train.trainer import Trainer
+
+    config = load_config("frozen/synthetic", [
+        f"data.manifest={work / 'manifest.json'}", f"train.device={device}", "train.amp=bf16", "train.epochs=1000",
+        "model.preset=base", "model.num_frames=4", "model.frame_cache=off", f"train.batch_size={batch_size}",
+        *([f"model.text_model={text_model}"] if text_model else [])])
+    trainer = Trainer(config, work / "runs" / "frozen-paper", progress=False)
+    trainer.build()
+    trainer.method.train()
+    frames_per_batch = batch_size * 4
+    trainer.batches.batch(0, 0)  # warm-up: the decoders' first open
+    started = time.perf_counter()
+    made = [pin_batch(trainer.batches.batch(0, 1 + i)) for i in range(steps)]
+    pipeline_s = time.perf_counter() - started
+    prepared = [to_device(b, trainer.device, non_blocking=True) for b in made]
+    for batch in prepared[:2]:  # warm-up: kernels chosen
+        trainer._forward_backward(batch, 1)
+        trainer._optimizer_step()
+    sync(device)
+    started = time.perf_counter()
+    for batch in prepared:
+        trainer._forward_backward(batch, 1)
+        trainer._optimizer_step()
+    sync(device)
+    step_s = time.perf_counter() - started
+    made_fps, used_fps = steps * frames_per_batch / pipeline_s, steps * frames_per_batch / step_s
+    return {"batch_size": batch_size, "frames_per_clip": 4, "size": 224, "batches": steps,
+            "pipeline_frames_per_s": made_fps, "step_frames_per_s": used_fps, "pipeline_over_step": made_fps / used_fps}
+
+
 def index_and_queries(work: Path, device: torch.device, queries: int) -> dict[str, Any]:
     """`index build` videos/s with the dual run `train_steps` saved (from the store, and with
     extraction), and query latency."""
@@ -196,6 +235,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None, help="training batch (default: each config's)")
     parser.add_argument("--text-model", type=Path, default=None,
                         help="a MiniLM config + tokenizer folder (random weights) in place of the packaged MiniLM")
+    parser.add_argument("--pipeline-batch", type=int, default=24,
+                        help="clips a batch for the pixel pipeline at paper size (Frozen §4.3: 24); 0 = skip it")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -220,6 +261,12 @@ def main() -> None:
         result["training"][method] = rows
         print(f"{method:11s} fp32 {rows['off']['steps_per_s']:7.2f} steps/s   bf16 {rows['bf16']['steps_per_s']:7.2f}"
               f" steps/s   x{rows['bf16_over_fp32']:.2f}", flush=True)
+    if args.pipeline_batch:
+        result["pixel_pipeline"] = pixel_pipeline(work, device, min(args.steps, 10), args.pipeline_batch, text_model)
+        row = result["pixel_pipeline"]
+        print(f"pixel pipeline (Frozen, ViT-B/16 224 px, 4 frames, batch {row['batch_size']}, bf16): batches made at "
+              f"{row['pipeline_frames_per_s']:.3g} frames/s on one thread, the step consumes "
+              f"{row['step_frames_per_s']:.3g} frames/s: x{row['pipeline_over_step']:.3g}", flush=True)
     if "dual" in args.methods.split(","):
         result.update(index_and_queries(work, device, args.queries))
         print(f"index build: {result['index_from_store']['videos_per_s']:.1f} videos/s from the store, "

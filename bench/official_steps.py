@@ -286,11 +286,29 @@ def same_optimiser(official: torch.optim.Optimizer, params: Any) -> torch.optim.
     return type(official)(params, **{k: v for k, v in d.items() if k in accepted})
 
 
+def official_optimiser(official: torch.optim.Optimizer, params: Any) -> torch.optim.Optimizer:
+    """The official optimiser's class with its very settings (foreach / fused flags included) over our
+    parameters: with it on both sides, the ratio is the model's own speed (`--optimiser`)."""
+    import inspect
+
+    accepted = inspect.signature(type(official)).parameters
+    return type(official)(params, **{k: v for k, v in official.defaults.items() if k in accepted})
+
+
+COMPILE: list[bool] = []  # --compile: our loss through torch.compile (inductor)
+_COMPILED: dict[int, Callable] = {}
+
+
 def our_step(ours: nn.Module, optimiser: torch.optim.Optimizer, batch: dict[str, Any]) -> Callable[[], float]:
-    """Our training step on `batch`: the method's own loss, its backward, the optimiser; returns the loss."""
+    """Our training step on `batch`: the method's own loss, its backward, the optimiser; returns the loss.
+    With `--compile` the loss runs through `torch.compile` (one compiled function per model)."""
+    if COMPILE and id(ours) not in _COMPILED:
+        _COMPILED[id(ours)] = torch.compile(ours.loss)
+    loss_of = _COMPILED.get(id(ours), ours.loss)
+
     def step() -> float:
         optimiser.zero_grad()
-        loss = ours.loss(batch)["loss"]
+        loss = loss_of(batch)["loss"]
         loss.backward()
         optimiser.step()
         return loss.detach().item()
@@ -303,13 +321,17 @@ class Pair:
 
     def __init__(self, name: str, sizes: dict[str, Any], ours: nn.Module, theirs: nn.Module,
                  step_ours: Callable[[], float], step_theirs: Callable[[], float],
-                 exact: Callable[[], contextlib.AbstractContextManager] | None = None, notes: list[str] | None = None):
+                 exact: Callable[[], contextlib.AbstractContextManager] | None = None, notes: list[str] | None = None,
+                 step_ours_official_optimiser: Callable[[], float] | None = None):
         self.name, self.sizes, self.ours, self.theirs = name, sizes, ours, theirs
         self.step_ours, self.step_theirs = step_ours, step_theirs
+        # ours with the official optimiser (its class and settings): the model's own speed against theirs
+        self.step_ours_official_optimiser = step_ours_official_optimiser
         self.exact = exact or contextlib.nullcontext  # what else the loss check switches (besides dropout)
         self.notes = notes or []
 
 
+OPTIMISER: list[str] = ["both"]  # --optimiser: fused (ours as `videotext train` builds it) | official | both
 PAPER_SIZE: list[bool] = []  # --paper-size: Frozen at the paper's ViT-B/16 and DistilBERT-base (a GPU's size)
 TEXT_MODEL: list[Path] = []  # --text-model: a MiniLM config + tokenizer folder in place of the bundled package
 
@@ -433,8 +455,9 @@ def build_frozen(repo: Path, device: torch.device, work: Path, batch_size: int) 
         return loss.detach().item()
 
     step_ours = our_step(ours, opt_ours, batch)
+    step_same = our_step(ours, official_optimiser(opt_theirs, ours.parameters()), batch)
 
-    return Pair("frozen", sizes, ours, theirs, step_ours, step_theirs, notes=notes)
+    return Pair("frozen", sizes, ours, theirs, step_ours, step_theirs, notes=notes, step_ours_official_optimiser=step_same)
 
 
 # --- MMT --------------------------------------------------------------------------------
@@ -535,8 +558,9 @@ def build_mmt(repo: Path, device: torch.device, batch_size: int) -> Pair:
         return loss.detach().item()
 
     step_ours = our_step(ours, opt_ours, batch)
+    step_same = our_step(ours, official_optimiser(opt_theirs, ours.parameters()), batch)
 
-    return Pair("mmt", sizes, ours, theirs, step_ours, step_theirs, notes=notes)
+    return Pair("mmt", sizes, ours, theirs, step_ours, step_theirs, notes=notes, step_ours_official_optimiser=step_same)
 
 
 # --- COOT -------------------------------------------------------------------------------
@@ -634,6 +658,7 @@ def build_coot(repo: Path, device: torch.device, batch_size: int) -> Pair:
         return loss.detach().item()
 
     step_ours = our_step(ours, opt_ours, batch)
+    step_same = our_step(ours, official_optimiser(opt_theirs, ours.parameters()), batch)
 
     @contextlib.contextmanager
     def every_position() -> Iterator[None]:
@@ -645,7 +670,8 @@ def build_coot(repo: Path, device: torch.device, batch_size: int) -> Pair:
         finally:
             trainer.loss_cycle_cons.num_samples, ours.config.cmc_samples = 1, 1
 
-    return Pair("coot", sizes, ours, theirs, step_ours, step_theirs, exact=every_position, notes=notes)
+    return Pair("coot", sizes, ours, theirs, step_ours, step_theirs, exact=every_position, notes=notes,
+                step_ours_official_optimiser=step_same)
 
 
 BUILDERS = {"frozen": build_frozen, "mmt": build_mmt, "coot": build_coot}
@@ -674,26 +700,40 @@ def loss_check(pair: Pair, device: torch.device, precision: str) -> dict[str, fl
 
 
 def time_steps(pair: Pair, device: torch.device, precision: str, repeats: int, warmup: int) -> dict[str, Any]:
-    """Alternate one step of ours and one of theirs (order flipped every repeat); medians."""
-    times: dict[str, list[float]] = {"ours": [], "theirs": []}
+    """Alternate one step of each side (the order turned every repeat); medians. Sides: ours (the
+    optimiser `videotext train` builds: fused Adam / AdamW), theirs, and, with `--optimiser both` or
+    `official`, ours with the official optimiser (`official_optimiser`)."""
     sides = {"ours": pair.step_ours, "theirs": pair.step_theirs}
+    if OPTIMISER[0] in ("both", "official") and pair.step_ours_official_optimiser is not None:
+        sides["ours_official_optimiser"] = pair.step_ours_official_optimiser
+    if OPTIMISER[0] == "official" and "ours_official_optimiser" in sides:
+        del sides["ours"]
+    times: dict[str, list[float]] = {side: [] for side in sides}
     for _ in range(warmup):
         for step in sides.values():
             with autocast(device, precision):
                 step()
+    names = list(sides)
     for i in range(repeats):
-        for side in (("ours", "theirs") if i % 2 == 0 else ("theirs", "ours")):
+        order = names[i % len(names):] + names[: i % len(names)]
+        for side in order:
             sync(device)
             started = time.perf_counter()
             with autocast(device, precision):
                 sides[side]()
             sync(device)
             times[side].append(time.perf_counter() - started)
-    ours, theirs = statistics.median(times["ours"]), statistics.median(times["theirs"])
-    ratios = [t / o for o, t in zip(times["ours"], times["theirs"])]
-    return {"ours_s": ours, "theirs_s": theirs, "ours_steps_per_s": 1 / ours, "theirs_steps_per_s": 1 / theirs,
-            "ratio": theirs / ours, "ratio_median_of_pairs": statistics.median(ratios),
-            "ours_all_s": times["ours"], "theirs_all_s": times["theirs"]}
+    out: dict[str, Any] = {}
+    theirs = statistics.median(times["theirs"])
+    for side in names:
+        median = statistics.median(times[side])
+        out[f"{side}_s"], out[f"{side}_steps_per_s"], out[f"{side}_all_s"] = median, 1 / median, times[side]
+        if side != "theirs":
+            suffix = "" if side == "ours" else "_official_optimiser"
+            out[f"ratio{suffix}"] = theirs / median
+            out[f"ratio{suffix}_median_of_pairs"] = statistics.median(
+                t / o for o, t in zip(times[side], times["theirs"]))
+    return out
 
 
 def profile(pair: Pair, device: torch.device, precision: str, rows: int = 18) -> dict[str, str]:
@@ -729,8 +769,15 @@ def main() -> None:
     parser.add_argument("--paper-size", action="store_true", help="Frozen at the paper's ViT-B/16 224 px and DistilBERT-base")
     parser.add_argument("--text-model", type=Path, default=None,
                         help="a MiniLM config + tokenizer folder (random weights) in place of the bundled MiniLM")
+    parser.add_argument("--optimiser", choices=["fused", "official", "both"], default="both",
+                        help="ours with the optimiser `videotext train` builds (fused Adam / AdamW), with the official "
+                             "optimiser's class and settings (the model's own speed), or both, each timed against theirs")
+    parser.add_argument("--compile", action="store_true", help="our loss through torch.compile (compiled in the warm-up)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    OPTIMISER[0] = args.optimiser
+    if args.compile:
+        COMPILE.append(True)
     if args.text_model:
         TEXT_MODEL.append(args.text_model.resolve())
     if args.paper_size:
@@ -757,6 +804,7 @@ def main() -> None:
           f"precisions {precisions}, {args.repeats} repeats")
     results: dict[str, Any] = {"device": str(device), "hardware": hardware, "torch": torch.__version__,
                                "threads": torch.get_num_threads(), "repeats": args.repeats,
+                               "optimiser": args.optimiser, "compile": args.compile,
                                "load_average_before": os.getloadavg(), "methods": {}}
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in BUILDERS]
@@ -780,10 +828,15 @@ def main() -> None:
                 check = loss_check(pair, device, precision)
                 timing = time_steps(pair, device, precision, args.repeats, args.warmup)
                 entry["precisions"][precision] = {**check, **timing}
+                same = (f"; with the official optimiser on both sides ours {timing['ours_official_optimiser_steps_per_s']:.2f}"
+                        f" steps/s, ratio {timing['ratio_official_optimiser']:.2f}x"
+                        if "ratio_official_optimiser" in timing else "")
+                fused = (f"steps/s ours (fused optimiser) {timing['ours_steps_per_s']:.2f} theirs "
+                         f"{timing['theirs_steps_per_s']:.2f}, ratio {timing['ratio']:.2f}x" if "ratio" in timing
+                         else f"steps/s theirs {timing['theirs_steps_per_s']:.2f}")
                 print(f"{method:6s} {precision}: first-step loss ours {check['loss_ours']:.6f} theirs "
                       f"{check['loss_theirs']:.6f} |diff| {check['first_step_abs_diff']:.2e}, second step "
-                      f"|diff| {check['second_step_abs_diff']:.2e}; steps/s ours {timing['ours_steps_per_s']:.2f} "
-                      f"theirs {timing['theirs_steps_per_s']:.2f}, ratio {timing['ratio']:.2f}x")
+                      f"|diff| {check['second_step_abs_diff']:.2e}; {fused}{same}")
                 if args.profile:
                     for side, table in profile(pair, device, precision).items():
                         print(f"--- {method} {precision} {side}\n{table}")

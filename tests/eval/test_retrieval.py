@@ -521,3 +521,20 @@ def test_format_table():
     assert lines[3] == "| v2t | 33.3 | 100.0 | 100.0 | 100.0 | 2.0 | 1.7 |"
     agg = aggregate_seeds([both, both])
     assert "60.0 ± 0.0" in format_table(agg, style="plain").splitlines()[1]
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["tie-free", "tied"])
+def test_threaded_row_counting_matches_brute_force(monkeypatch, tied):
+    """A large matrix is counted by several threads, each a run of row blocks (here forced on a
+    small one: 3 threads over many blocks of 2 rows, the last run shorter)."""
+    sims, relevant = _kernel_case(300, 41, 300, tied)
+    monkeypatch.setattr(retrieval, "_THREADED_ELEMENTS", 1)
+    monkeypatch.setattr(retrieval, "_threads", lambda: 3)
+    monkeypatch.setattr(retrieval, "_BLOCK_ELEMENTS", 600)
+    mask = np.random.default_rng(2).random(len(sims)) < 0.7
+    for ties in ("optimistic", "pessimistic", "average"):
+        for kwargs in ({}, {"query_mask": mask}):
+            expected, expected_ranks = brute_force_metrics(sims.astype(np.float32), relevant, ties, **kwargs)
+            m, ranks = retrieval_metrics(sims.astype(np.float32), relevant, ties, return_ranks=True, **kwargs)
+            np.testing.assert_array_equal(ranks, expected_ranks)
+            assert {k: m[k] for k in expected} == expected

@@ -46,3 +46,12 @@ def test_bf16_cache_stays_within_the_precision_rule_of_fp32(encoder):
 def test_a_trained_tower_keeps_no_cache():
     tower = HFTextEncoder("", "mean", False, 30)
     assert tower.prefill(TEXTS) == 0 and not tower._cache
+
+
+def test_the_fill_shows_a_bar_counting_the_captions(encoder, capsys):
+    encoder._cache.clear()
+    encoder.prefill(TEXTS + TEXTS[:2], batch_size=4, progress=True)  # 6 distinct captions, batches of 4 + 2
+    bar = capsys.readouterr().err
+    assert "text cache" in bar and "6/6" in bar and "caption" in bar
+    encoder.prefill(TEXTS, progress=True)  # nothing to encode: no bar
+    assert capsys.readouterr().err == ""

@@ -56,6 +56,8 @@ _BLOCK_ELEMENTS = 1 << 18
 # matrix elements of one chunk of a tensor on its device ([chunk, n_targets])
 _TORCH_CHUNK_ELEMENTS = 1 << 22
 _BITWISE_COUNT = getattr(np, "bitwise_count", None)  # numpy >= 2.0: popcount
+# matrices of at least this many elements are counted on several threads (a few ms to start them)
+_THREADED_ELEMENTS = 1 << 23
 
 
 # --- the metric ------------------------------------------------------------------------
@@ -180,7 +182,10 @@ def _count_competitors(
             greater, greater_equal = _count_columns(sims.T, cuts, queries, keep_target)
         else:
             block_rows = chunk_size or max(1, _BLOCK_ELEMENTS // max(int(sims.shape[1]), 1))
-            greater, greater_equal = _count_rows(sims, cuts, queries, block_rows, removed)
+            # where a block's scores equal to the cuts are exactly the relevant ties (no other
+            # target ties), its per-row count of equal scores is known without counting rows
+            known_ties = np.where(best > -np.inf, relevant_ties, -1)  # [n]; -1: count (NaN rows)
+            greater, greater_equal = _count_rows(sims, cuts, queries, block_rows, removed, known_ties)
     greater = greater.astype(np.int64)
     greater_equal = greater_equal.astype(np.int64)
     nan_best = np.flatnonzero(best == -np.inf)
@@ -192,6 +197,10 @@ def _count_competitors(
 def _best_relevant(sims: Any, rel: Relevance, queries: np.ndarray, is_torch: bool) -> tuple[np.ndarray, np.ndarray]:
     """Best relevant score of each query (float64, NaN → -inf) and how many relevant targets equal it."""
     counts = rel.counts[queries]  # [n], all >= 1
+    if not is_torch and bool((counts == 1).all()):  # one relevant target a query: its score is the best
+        vals = np.asarray(sims[queries, rel.indices[rel.indptr[queries]]], dtype=np.float64)  # [n]
+        vals[np.isnan(vals)] = -np.inf
+        return vals, np.ones(len(queries), dtype=np.int64)
     offsets = np.zeros(len(queries), dtype=np.int64)
     np.cumsum(counts[:-1], out=offsets[1:])
     local = np.repeat(np.arange(len(queries)), counts)  # [p] query of each pair
@@ -215,28 +224,55 @@ def _column_major(sims: np.ndarray) -> bool:
 
 
 def _count_rows(
-    sims: np.ndarray, cuts: np.ndarray, queries: np.ndarray, block_rows: int, removed: np.ndarray | None
+    sims: np.ndarray, cuts: np.ndarray, queries: np.ndarray, block_rows: int, removed: np.ndarray | None,
+    known_ties: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """#targets > and >= each query's cut, a block of query rows at a time.
+    """#targets > and >= each query's cut, a block of query rows at a time, on up to `_threads()`
+    threads (numpy lets go of the GIL in its loops) for a large matrix, each a run of blocks."""
+    n_targets = int(sims.shape[1])
+    count_dtype = np.uint16 if n_targets < 1 << 16 else np.uint64
+    greater = np.empty(len(queries), dtype=count_dtype)
+    greater_equal = np.empty(len(queries), dtype=count_dtype)
+    blocks = -(-len(queries) // block_rows)
+    workers = min(_threads(), blocks) if len(queries) * n_targets >= _THREADED_ELEMENTS else 1
+    if workers <= 1:
+        _count_row_blocks(sims, cuts, queries, block_rows, removed, known_ties, greater, greater_equal, 0, len(queries))
+        return greater, greater_equal
+    from concurrent.futures import ThreadPoolExecutor
+
+    edges = [block_rows * (blocks * w // workers) for w in range(workers)] + [len(queries)]
+    with ThreadPoolExecutor(workers) as pool:
+        runs = [pool.submit(_count_row_blocks, sims, cuts, queries, block_rows, removed, known_ties, greater,
+                            greater_equal, low, high) for low, high in zip(edges, edges[1:])]
+        for run in runs:
+            run.result()
+    return greater, greater_equal
+
+
+def _count_row_blocks(
+    sims: np.ndarray, cuts: np.ndarray, queries: np.ndarray, block_rows: int, removed: np.ndarray | None,
+    known_ties: np.ndarray, greater: np.ndarray, greater_equal: np.ndarray, low: int, high: int,
+) -> None:
+    """`_count_rows` for evaluated queries [low, high), into `greater` and `greater_equal`.
 
     A block ([block_rows, n_targets]) and its flags stay in cache between the two
     comparisons, so the matrix is read from memory once. The 0/1 flag bytes are counted
     8 at a time as the popcount of 64-bit words (rows padded to a multiple of 8 flags).
+    Equal scores are counted per row only in a block where they are more than the known
+    relevant ties (`known_ties`, -1 where unknown): usually the block's one total says so.
     """
     n_targets = int(sims.shape[1])
+    count_dtype = greater.dtype
     # at least one padding byte: against a broadcast [c, 1] cut, numpy compares into a
     # contiguous [c, n] output about 2× slower than into rows of a wider buffer (measured)
     width = -(-(n_targets + 1) // 8) * 8
     flags = np.zeros((block_rows, width), dtype=bool)  # [b, width]; the padding stays False
     words = flags.view(np.uint64)  # [b, width // 8]
     bits = np.empty(words.shape, dtype=np.uint8)  # [b, width // 8] popcount of each word
-    count_dtype = np.uint16 if n_targets < 1 << 16 else np.uint64
-    greater = np.empty(len(queries), dtype=count_dtype)
-    greater_equal = np.empty(len(queries), dtype=count_dtype)
     contiguous = sims.flags.c_contiguous
     to_float = not np.issubdtype(sims.dtype, np.floating)
-    for start in range(0, len(queries), block_rows):
-        rows = queries[start : start + block_rows]  # [c]
+    for start in range(low, high, block_rows):
+        rows = queries[start : min(high, start + block_rows)]  # [c]
         c = len(rows)
         if rows[-1] - rows[0] == c - 1 and contiguous:  # a view, no copy
             block = sims[int(rows[0]) : int(rows[-1]) + 1]
@@ -246,20 +282,36 @@ def _count_rows(
             block = block.astype(np.float64)
         cut = cuts[start : start + c, None]  # [c, 1]
         flag = flags[:c, :n_targets]
-        for compare, out in ((np.greater, greater), (np.greater_equal, greater_equal)):
-            compare(block, cut, out=flag)
-            if removed is not None:
-                flag[:, removed] = False
-            out[start : start + c] = _count_flags(flags[:c], words[:c], bits[:c], count_dtype)
-    return greater, greater_equal
+        np.greater(block, cut, out=flag)
+        if removed is not None:
+            flag[:, removed] = False
+        _count_flags(flags[:c], words[:c], bits[:c], count_dtype, greater[start : start + c])
+        np.equal(block, cut, out=flag)
+        if removed is not None:
+            flag[:, removed] = False
+        ties = known_ties[start : start + c]
+        # each row holds at least its relevant ties among its equal scores: one total tells
+        if ties.min() >= 0 and np.count_nonzero(flags[:c]) == int(ties.sum()):
+            np.add(greater[start : start + c], ties, out=greater_equal[start : start + c], casting="unsafe")
+        else:
+            _count_flags(flags[:c], words[:c], bits[:c], count_dtype, greater_equal[start : start + c])
+            greater_equal[start : start + c] += greater[start : start + c]
 
 
-def _count_flags(flags: np.ndarray, words: np.ndarray, bits: np.ndarray, count_dtype: Any) -> np.ndarray:
-    """Row-wise number of True: [c, width] bool → [c] count_dtype."""
+def _threads() -> int:
+    """Threads that count a large matrix: the physical cores (`videotext.runtime`), at most 8."""
+    from videotext.runtime import physical_cores  # torch: the metric alone imports numpy only
+
+    return min(8, physical_cores())
+
+
+def _count_flags(flags: np.ndarray, words: np.ndarray, bits: np.ndarray, count_dtype: Any, out: np.ndarray) -> None:
+    """Row-wise number of True: [c, width] bool → `out` [c] count_dtype."""
     if _BITWISE_COUNT is None:  # numpy < 2.0
-        return np.add.reduce(flags.view(np.uint8), axis=1, dtype=count_dtype)
+        np.add.reduce(flags.view(np.uint8), axis=1, dtype=count_dtype, out=out)
+        return
     _BITWISE_COUNT(words, out=bits)
-    return np.add.reduce(bits, axis=1, dtype=count_dtype)
+    np.add.reduce(bits, axis=1, dtype=count_dtype, out=out)
 
 
 def _count_columns(

@@ -79,6 +79,22 @@ class Method(nn.Module):
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    # --- the chunked contrastive step (`train.chunk`, videotext.train.grad_cache) ---------
+    def chunk_inputs(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+        """(the text tower's inputs, the video tower's inputs) of a training batch, for a method
+        whose loss sees the batch's rows only through `encode_text` / `encode_video` and takes
+        them in `loss_from_embeddings`; both are sliced by rows. Other methods do not chunk."""
+        raise NotImplementedError(f"{type(self).__name__} has no chunked contrastive step")
+
+    def loss_from_embeddings(self, text: Embedding, video: Embedding, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """`loss(batch)` given the batch's text and video embeddings (see `chunk_inputs`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no chunked contrastive step")
+
+    @property
+    def chunks_contrastive_step(self) -> bool:
+        """True when the method's towers can run `train.chunk` rows at a time (Gradient Cache)."""
+        return type(self).chunk_inputs is not Method.chunk_inputs
+
     # --- index hooks: one vector per video / query for a dot-product index --------------
     def index_vectors(self, video: Embedding) -> torch.Tensor:
         """[N, D] vectors whose dot product with `query_vectors` ranks like `similarity`."""

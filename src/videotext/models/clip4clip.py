@@ -164,7 +164,13 @@ class CLIP4Clip(Method):
         return self.text_encoder.model.logit_scale.exp()
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        text, video = self.gather(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
+        return self.loss_from_embeddings(self.encode_text(batch["text"]), self.encode_video(batch["video"]), batch)
+
+    def chunk_inputs(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+        return batch["text"], batch["video"]
+
+    def loss_from_embeddings(self, text: torch.Tensor, video: torch.Tensor, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        text, video = self.gather(text, video)
         sims = text @ video.T  # [B, B] cosine
         return info_nce(sims, temperature=1.0 / self.logit_scale, positives=self.gather.positives(batch.get("positives")),
                         reduction="mean")

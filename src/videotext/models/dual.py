@@ -77,8 +77,12 @@ class DualEncoder(Method):
         return F.normalize(self.video_proj(torch.cat(pooled, dim=-1)), dim=-1)  # [B, E]
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        text = self.encode_text(batch["text"])
-        video = self.encode_video(batch["video"])
+        return self.loss_from_embeddings(self.encode_text(batch["text"]), self.encode_video(batch["video"]), batch)
+
+    def chunk_inputs(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+        return batch["text"], batch["video"]
+
+    def loss_from_embeddings(self, text: torch.Tensor, video: torch.Tensor, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         text, video = self.gather(text, video)  # global-batch negatives under torchrun
         sims = text @ video.T  # [B, B] cosine
         cfg = self.config

@@ -273,8 +273,15 @@ class FrozenInTime(Method):
         return F.normalize(sums, dim=-1)
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        self.grow_frames(batch["video"]["frames"].shape[1])
-        text, video = self.gather(self.encode_text(batch["text"]), self.encode_video(batch["video"]))
+        text_inputs, video_inputs = self.chunk_inputs(batch)
+        return self.loss_from_embeddings(self.encode_text(text_inputs), self.encode_video(video_inputs), batch)
+
+    def chunk_inputs(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+        self.grow_frames(batch["video"]["frames"].shape[1])  # before the first chunk is encoded
+        return batch["text"], batch["video"]
+
+    def loss_from_embeddings(self, text: torch.Tensor, video: torch.Tensor, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        text, video = self.gather(text, video)
         sims = text @ video.T  # [B, B] cosine, over the global batch under torchrun
         return info_nce(sims, temperature=self.config.temperature, positives=self.gather.positives(batch.get("positives")))
 

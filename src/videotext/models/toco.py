@@ -351,8 +351,16 @@ class ToCo(Method):
         return super().train_batches(dataset, read_features, batch_size, seed)
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return self.loss_from_embeddings(self.encode_text(batch["text"]), self.encode_video(batch["video"]), batch)
+
+    def chunk_inputs(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+        """The towers (text model, video transformer) chunk; the cheap scorer's InfoNCE and the
+        fusion over each text's 1 + k candidates run on the whole batch's embeddings."""
+        return batch["text"], batch["video"]
+
+    def loss_from_embeddings(self, text: dict[str, torch.Tensor], video: dict[str, torch.Tensor],
+                             batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         cfg = self.config
-        text, video = self.encode_text(batch["text"]), self.encode_video(batch["video"])
         cheap = self.cheap_similarity(text, video)  # [B, B]
         positives = batch.get("positives")
         if positives is None:

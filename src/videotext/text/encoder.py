@@ -117,19 +117,26 @@ class CachedTextEncoder(nn.Module):
             self.model.eval()  # no dropout in a frozen encoder
         return self
 
-    def prefill(self, texts: Iterable[str], batch_size: int = 256) -> int:
+    def prefill(self, texts: Iterable[str], batch_size: int = 256, progress: bool = False) -> int:
         """Cache the vectors of `texts` now, in one fixed order (by length, then text) and fixed
         batches, so that each vector is the same whichever batch would first have asked for it: a
         resumed run then trains on the same vectors as an uninterrupted one, also under bf16,
-        whose rounding depends on the batch's shape. Returns how many were encoded."""
+        whose rounding depends on the batch's shape. `progress` shows a bar counting the captions
+        (a large training set's fill runs minutes before the first step). Returns how many were
+        encoded."""
         if not self.freeze:
             return 0
+        from tqdm.auto import tqdm
+
         todo = sorted(set(texts) - self._cache.keys(), key=lambda t: (len(t), t))
         device = next(self.model.parameters()).device
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            batch = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.tokenize(chunk).items()}
-            self(batch)
+        with tqdm(total=len(todo), desc="text cache", unit="caption", disable=not progress or not todo,
+                  dynamic_ncols=True) as bar:
+            for start in range(0, len(todo), batch_size):
+                chunk = todo[start : start + batch_size]
+                batch = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.tokenize(chunk).items()}
+                self(batch)
+                bar.update(len(chunk))
         return len(todo)
 
     def forward(self, batch: dict[str, Any]) -> torch.Tensor:

@@ -40,12 +40,14 @@ from videotext.eval.protocols import evaluate_split
 from videotext.io import read_json_lines, write_json
 from videotext.models.base import Method
 from videotext.models.registry import build_method
-from videotext.runtime import network_precision, resolve_device, resolve_precision, retain_freed_memory, to_device
+from videotext.runtime import (network_precision, pin_batch, resolve_device, resolve_precision, retain_freed_memory,
+                               to_device)
 from videotext.text.encoder import CachedTextEncoder
 from videotext import distributed as dist
 from videotext.train.checkpoint import (
     load_state, load_weights, recover_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state,
 )
+from videotext.train.grad_cache import average_gradients, chunked_backward
 from videotext.train.init_from import apply_init
 from videotext.train.schedules import build_optimizer, build_scheduler, depends_on_budget, param_groups
 
@@ -64,18 +66,21 @@ def metric_value(metrics: dict[str, Any], name: str) -> float:
     return float(node)
 
 
-def frozen_text_caches(method: torch.nn.Module, dtype: torch.dtype | None, splits: list[Any]) -> int:
+def frozen_text_caches(method: torch.nn.Module, dtype: torch.dtype | None, splits: list[Any],
+                       progress: bool = False) -> int:
     """Frozen text towers compute their cached vectors at `dtype` (the method's measured inference
     precision: the tower is a fixed feature extractor, run once per text, as an expert is; on the
     demo's captions MiniLM ran 2.6x faster under bf16 than at fp32), all of them before the first
-    step and in one fixed order, so a resumed run trains on the same vectors. Returns the count."""
+    step and in one fixed order, so a resumed run trains on the same vectors. `progress`: a bar
+    with the count of captions (bench/text_cache.py times a 200 000-caption manifest). Returns the
+    count."""
     texts = [t for split in splits for video in split
              for t in [*video.captions, *(s.sentence for s in video.segments), video.paragraph] if t]
     encoded = 0
     for module in method.modules():
         if isinstance(module, CachedTextEncoder) and module.freeze:
             module.cache_dtype = dtype
-            encoded += module.prefill(texts)
+            encoded += module.prefill(texts, progress=progress)
     return encoded
 
 
@@ -94,6 +99,9 @@ class Trainer:
         self.device = resolve_device(config.train.device)
         self.amp = resolve_precision(config.train.amp, self.device, training=True)
         self.rank, self.world = 0, 1
+        # batches made (decoded, pinned) ahead on a thread while the step runs: on a GPU the host is
+        # otherwise idle during a step; on a CPU the step takes every core (videotext.train.trainer.BatchPrefetcher)
+        self.prefetch_batches = 2 if self.device.type == "cuda" else 0
 
     # --- setup -----------------------------------------------------------------------
     @property
@@ -116,6 +124,7 @@ class Trainer:
         self.data = RunData(cfg)
         self.method: Method = build_method(cfg.method, cfg.model, expert_dims=self.expert_dims,
                                            gather=dist.LossGather(cfg.train.global_negatives))
+        self._check_chunk(self.method)
         # the run pins its whole model config, defaults included: a later change of a default
         # cannot reload this run as another model (config.yaml and every checkpoint's meta)
         cfg.model = self.method.config_dict()
@@ -124,8 +133,10 @@ class Trainer:
         self.train_set = self.data.split(cfg.data.train_split)
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
         frozen_text_caches(self.method, network_precision(cfg.method, cfg.inference.precision, self.device),
-                           [s for s in (self.train_set, self.val_set) if s is not None])
+                           [s for s in (self.train_set, self.val_set) if s is not None],
+                           progress=self.progress and self.rank == 0)
         if cfg.data.shards:  # streamed from WebDataset shards (videotext.data.streaming)
+            self.prefetch_batches = 0  # a stream's readers advance as they are read: its position is the step's
             self.batches = shard_training_batches(self.method, cfg, self.expert_dims or {}, self.run_dir / "failures.jsonl")
         else:
             self.batches = training_batches(self.method, self.data, cfg, self.train_set)
@@ -155,6 +166,14 @@ class Trainer:
                 LossForward(self.method), device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=cfg.train.find_unused_parameters)
             self._seed_rank()
+
+    def _check_chunk(self, method: Method) -> None:
+        chunk = self.config.train.chunk
+        if chunk < 0:
+            raise VideoTextError(f"train.chunk={chunk}: expected 0 (off) or a positive number of rows")
+        if chunk and not method.chunks_contrastive_step:
+            raise VideoTextError(f"train.chunk={chunk}: chunks the towers of a contrastive loss over two towers "
+                                 f"(dual, frozen, clip4clip, toco); method {self.config.method!r} has none")
 
     def _seed_rank(self) -> None:
         """Ranks > 0 draw their own dropout masks (as open_clip: seed + rank); rank 0 keeps the
@@ -212,32 +231,38 @@ class Trainer:
             batches_in_epoch = epoch_length(self.batches, epoch)
             bar = _progress(range(start, batches_in_epoch), self.progress and self.rank == 0,
                             f"epoch {epoch + 1}/{cfg.train.epochs}")
-            for index in bar:
-                wall, cpu = time.perf_counter(), time.process_time()
-                batch = to_device(self.batches.batch(epoch, index), self.device)
-                last_of_epoch = index + 1 == batches_in_epoch
-                sync = (index + 1) % accumulate == 0 or last_of_epoch
-                parts = self._forward_backward(batch, accumulate, sync)
-                if sync:
-                    if self.world > 1:  # log the mean over ranks (equal on every rank with global negatives)
-                        parts = dist.all_reduce_mean(parts)
-                    self._optimizer_step()
-                self._add_train_time(time.perf_counter() - wall, time.process_time() - cpu)
-                if sync:
-                    self.state["step"] += 1
-                    step = self.state["step"]
-                    self.state["epoch"], self.state["batch"] = epoch, index + 1
-                    if step % cfg.train.log_every == 0 or last_of_epoch:
-                        self.log.write({"kind": "train", "step": step, "epoch": epoch + (index + 1) / batches_in_epoch,
-                                        "lr": self.scheduler.last_lr, **parts, **self._train_time()})
-                    if hasattr(bar, "set_postfix"):
-                        bar.set_postfix(loss=f"{parts['loss']:.4f}", lr=f"{self.scheduler.last_lr:.2e}")
-                    if self.on_step:
-                        self.on_step(step, parts)
-                    if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0 and not last_of_epoch:
-                        self._save(ckpt / "last")
-                    if self.stop_after_steps is not None and step >= self.stop_after_steps:
-                        return False
+            ahead = BatchPrefetcher(self.batches, epoch, start, batches_in_epoch, self.prefetch_batches)
+            try:
+                for index in bar:
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    batch = to_device(ahead.next(index), self.device, non_blocking=self.device.type == "cuda")
+                    last_of_epoch = index + 1 == batches_in_epoch
+                    sync = (index + 1) % accumulate == 0 or last_of_epoch
+                    parts = self._forward_backward(batch, accumulate, sync)
+                    if sync:
+                        if self.world > 1:  # log the mean over ranks (equal on every rank with global negatives)
+                            parts = dist.all_reduce_mean(parts)
+                        self._optimizer_step()
+                    self._add_train_time(time.perf_counter() - wall, time.process_time() - cpu)
+                    if sync:
+                        self.state["step"] += 1
+                        step = self.state["step"]
+                        self.state["epoch"], self.state["batch"] = epoch, index + 1
+                        if step % cfg.train.log_every == 0 or last_of_epoch:
+                            self.log.write({"kind": "train", "step": step,
+                                            "epoch": epoch + (index + 1) / batches_in_epoch,
+                                            "lr": self.scheduler.last_lr, **parts, **self._train_time()})
+                        if hasattr(bar, "set_postfix"):
+                            bar.set_postfix(loss=f"{parts['loss']:.4f}", lr=f"{self.scheduler.last_lr:.2e}")
+                        if self.on_step:
+                            self.on_step(step, parts)
+                        if (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0
+                                and not last_of_epoch):
+                            self._save(ckpt / "last")
+                        if self.stop_after_steps is not None and step >= self.stop_after_steps:
+                            return False
+            finally:
+                ahead.close()
             self.state["epoch"], self.state["batch"] = epoch + 1, 0
             if self.val_set is not None and ((epoch + 1) % cfg.train.eval_every == 0 or epoch + 1 == cfg.train.epochs):
                 self._validate(ckpt, epoch + 1)
@@ -260,6 +285,8 @@ class Trainer:
                 "train_cpu_s": round(self.state.get("train_cpu_s", 0.0), 2)}
 
     def _forward_backward(self, batch: dict[str, Any], accumulate: int, sync: bool = True) -> dict[str, float]:
+        if self.config.train.chunk:
+            return self._chunked_forward_backward(batch, accumulate, sync)
         autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None
                     else contextlib.nullcontext())
         # DDP: no gradient all-reduce on accumulation steps, only on the step that updates
@@ -268,13 +295,31 @@ class Trainer:
             with autocast:
                 out = self.model(batch) if self.world > 1 else self.method.loss(batch)
             loss = out["loss"]
-            if not torch.isfinite(loss.detach()).all():
-                raise TrainingDiverged(
-                    f"step {self.state['step'] + 1} (epoch {self.state['epoch'] + 1}): loss is {loss.item()}; "
-                    f"stopping before it corrupts a checkpoint (lower optim.lr or enable train.grad_clip)"
-                )
+            self._check_finite(loss)
             self.scaler.scale(loss / accumulate).backward()
         return {k: float(v.detach()) for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
+
+    def _chunked_forward_backward(self, batch: dict[str, Any], accumulate: int, sync: bool) -> dict[str, float]:
+        """The step of `train.chunk`: the towers `chunk` rows at a time (videotext.train.grad_cache).
+        Under torchrun the method runs outside DDP (several forward passes make one step) and the
+        gradients are averaged over the ranks on the step that updates, as DDP would."""
+        def autocast() -> Any:
+            return (torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None
+                    else contextlib.nullcontext())
+
+        out = chunked_backward(self.method, batch, self.config.train.chunk,
+                               lambda loss: self.scaler.scale(loss / accumulate), autocast)
+        self._check_finite(out["loss"])
+        if sync and self.world > 1:
+            average_gradients(self.method.parameters())
+        return {k: float(v) for k, v in out.items() if v.numel() == 1}
+
+    def _check_finite(self, loss: torch.Tensor) -> None:
+        if not torch.isfinite(loss.detach()).all():
+            raise TrainingDiverged(
+                f"step {self.state['step'] + 1} (epoch {self.state['epoch'] + 1}): loss is {loss.item()}; "
+                f"stopping before it corrupts a checkpoint (lower optim.lr or enable train.grad_clip)"
+            )
 
     def _optimizer_step(self) -> None:
         clip = self.config.train.grad_clip
@@ -359,6 +404,57 @@ class Trainer:
         with MetricsLog(self.run_dir, keep_lines=None) as log:
             log.write({"kind": "test", "step": self.state["step"], **result})
         return result
+
+
+class BatchPrefetcher:
+    """Batches `start` … `end - 1` of one epoch, made `depth` ahead on a thread and pinned (`pin_batch`),
+    so a GPU step never waits for decoding while the host has time. Batches are pure functions of
+    (seed, epoch, index) and draw from no global random state, so the thread changes no result.
+    `depth` 0 makes each batch when it is asked for, in the caller's thread."""
+
+    def __init__(self, batches: Any, epoch: int, start: int, end: int, depth: int):
+        self.batches, self.epoch, self.depth = batches, epoch, depth
+        self.thread = None
+        if depth > 0 and end > start:
+            import queue
+            import threading
+
+            self.queue: Any = queue.Queue(maxsize=depth)
+            self.stop = threading.Event()
+            self.thread = threading.Thread(target=self._fill, args=(start, end), daemon=True,
+                                           name="videotext-batches")
+            self.thread.start()
+
+    def _fill(self, start: int, end: int) -> None:
+        import queue
+
+        for index in range(start, end):
+            try:
+                item: Any = (index, pin_batch(self.batches.batch(self.epoch, index)))
+            except BaseException as exc:  # noqa: BLE001 - raised in the training thread
+                item = (index, exc)
+            while not self.stop.is_set():
+                try:
+                    self.queue.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if self.stop.is_set() or isinstance(item[1], BaseException):
+                return
+
+    def next(self, index: int) -> dict[str, Any]:
+        if self.thread is None:
+            return self.batches.batch(self.epoch, index)
+        made, batch = self.queue.get()
+        if isinstance(batch, BaseException):
+            raise batch
+        assert made == index, (made, index)
+        return batch
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
 
 
 class LossForward(torch.nn.Module):

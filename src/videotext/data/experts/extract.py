@@ -139,6 +139,12 @@ def _init_worker(_: int) -> None:
         cv2.setNumThreads(1)
     except ImportError:  # pragma: no cover
         pass
+    try:  # numpy's BLAS too (the audio expert's mel product): its own threads would only contend with the other workers
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover
+        pass
 
 
 def build_experts(names: Sequence[str], *, rate: float | None = None, batch_size: int | None = None,

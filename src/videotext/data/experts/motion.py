@@ -48,26 +48,39 @@ def to_grey(frames: np.ndarray, size: int) -> np.ndarray:
 
 def flow_statistics(flow: np.ndarray, dt: float, grid: int = 3, moving_px: float = 0.5) -> np.ndarray:
     """The D = 8 + 8·grid² statistics of one flow field [h, w, 2] (pixels) over Δt seconds."""
-    height, width = flow.shape[:2]
-    velocity = flow / (width * dt)  # frame widths per second, [h, w, 2]
-    vx, vy = velocity[..., 0], velocity[..., 1]
-    speed = np.hypot(vx, vy)  # [h, w]
-    moving = np.hypot(flow[..., 0], flow[..., 1]) > moving_px
-    frac = float(moving.mean())
-    if moving.any():
-        moving_stats = [float(vx[moving].mean()), float(vy[moving].mean()), float(speed[moving].mean())]
-    else:
-        moving_stats = [0.0, 0.0, 0.0]
-    out = [float(vx.mean()), float(vy.mean()), float(speed.mean()), float(speed.std()), frac, *moving_stats]
-    angle = np.arctan2(vy, vx)  # radians, y down
-    bins = np.round(angle / (2 * np.pi / N_BINS)).astype(np.int64) % N_BINS  # [h, w]
+    return flow_statistics_batch(flow[None], np.array([dt]), grid, moving_px)[0]
+
+
+def flow_statistics_batch(flows: np.ndarray, dts: np.ndarray, grid: int = 3, moving_px: float = 0.5) -> np.ndarray:
+    """`flow_statistics` of P flow fields [P, h, w, 2] over their Δt [P] at once: [P, D] float32
+    (one pass of numpy calls for a video's frame pairs instead of one per pair)."""
+    count, height, width = flows.shape[:3]
+    pixels = height * width
+    # velocity in frame widths per second; the divisor rounded to float32 as a scalar would be
+    velocity = flows / (width * np.asarray(dts, dtype=np.float64)).astype(np.float32)[:, None, None, None]
+    vx, vy = velocity[..., 0].reshape(count, -1), velocity[..., 1].reshape(count, -1)  # [P, h·w]
+    speed = np.hypot(vx, vy)  # [P, h·w]
+    moving = (np.hypot(flows[..., 0], flows[..., 1]) > moving_px).reshape(count, -1)  # [P, h·w]
+    moved = moving.sum(1)  # [P]
+    share = np.maximum(moved, 1)
+    out = np.empty((count, N_GLOBAL + N_BINS * grid * grid), np.float64)
+    out[:, 0], out[:, 1] = vx.mean(1), vy.mean(1)
+    out[:, 2], out[:, 3] = speed.mean(1), speed.std(1)
+    out[:, 4] = moved / pixels
+    out[:, 5] = np.where(moved > 0, (vx * moving).sum(1) / share, 0.0)
+    out[:, 6] = np.where(moved > 0, (vy * moving).sum(1) / share, 0.0)
+    out[:, 7] = np.where(moved > 0, (speed * moving).sum(1) / share, 0.0)
+    angle = np.arctan2(vy, vx)  # [P, h·w] radians, y down
+    bins = np.round(angle / (2 * np.pi / N_BINS)).astype(np.int64) % N_BINS
     rows = np.minimum(np.arange(height) * grid // height, grid - 1)
     cols = np.minimum(np.arange(width) * grid // width, grid - 1)
-    cell = rows[:, None] * grid + cols[None, :]  # [h, w]
-    hist = np.bincount((cell * N_BINS + bins).ravel(), weights=speed.ravel(), minlength=grid * grid * N_BINS)
-    counts = np.bincount(cell.ravel(), minlength=grid * grid).astype(np.float64)  # pixels per cell
-    hist = hist.reshape(grid * grid, N_BINS) / counts[:, None]
-    return np.concatenate([np.asarray(out), hist.ravel()]).astype(np.float32)
+    cell = (rows[:, None] * grid + cols[None, :]).reshape(-1)  # [h·w]
+    cells = grid * grid
+    slots = (np.arange(count)[:, None] * cells + cell[None, :]) * N_BINS + bins  # [P, h·w]
+    hist = np.bincount(slots.ravel(), weights=speed.ravel(), minlength=count * cells * N_BINS)
+    per_cell = np.bincount(cell, minlength=cells).astype(np.float64)  # pixels per cell
+    out[:, N_GLOBAL:] = (hist.reshape(count, cells, N_BINS) / per_cell[None, :, None]).reshape(count, -1)
+    return out.astype(np.float32)
 
 
 class MotionExpert(FrameExpert):
@@ -106,14 +119,18 @@ class MotionExpert(FrameExpert):
         grey = grey.reshape(len(starts), m, *grey.shape[1:])  # [T, m, h, w]
         shown = np.asarray(shown).reshape(len(starts), m)
         out = np.zeros((len(starts), self.dim), np.float32)  # [T, D]
+        flows, dts, owner = [], [], []  # every frame pair of the video, its Δt and its step
         for step, (images, times) in enumerate(zip(grey, shown)):
-            stats = []
             for a in range(m - 1):
                 dt = float(times[a + 1] - times[a])
                 if dt <= 0:  # the same decoded frame twice: no motion observable
                     continue
-                flow = cv2.calcOpticalFlowFarneback(images[a], images[a + 1], None, **FARNEBACK)
-                stats.append(flow_statistics(flow, dt, self.grid, self.moving_px))
-            if stats:
-                out[step] = np.mean(stats, axis=0)
+                flows.append(cv2.calcOpticalFlowFarneback(images[a], images[a + 1], None, **FARNEBACK))
+                dts.append(dt)
+                owner.append(step)
+        if flows:
+            stats = flow_statistics_batch(np.stack(flows), np.array(dts), self.grid, self.moving_px)  # [P, D]
+            owner_steps = np.array(owner)
+            for step in np.unique(owner_steps):
+                out[step] = stats[owner_steps == step].mean(axis=0)
         return out
