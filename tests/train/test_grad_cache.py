@@ -157,6 +157,7 @@ def _rank_step(rank: int, name: str, expected_path: str) -> None:
     _assert_same(_grads(method), expected)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ["dual", "clip4clip"])
 def test_chunked_step_over_two_ranks_has_the_one_process_gradients(name, tmp_path):
     from tests.test_distributed import run_ranks
@@ -168,6 +169,7 @@ def test_chunked_step_over_two_ranks_has_the_one_process_gradients(name, tmp_pat
     run_ranks(_rank_step, name, str(path))
 
 
+@pytest.mark.heavy
 def test_a_training_run_with_chunks_ends_with_the_weights_of_one_without(tiny_synth, tmp_path):
     from safetensors.torch import load_file
 
@@ -187,6 +189,7 @@ def test_a_training_run_with_chunks_ends_with_the_weights_of_one_without(tiny_sy
     assert worst <= TOL, worst
 
 
+@pytest.mark.slow  # two trainings over two torchrun ranks: minutes on 2 cores (`make test-slow`)
 def test_two_process_chunked_training_equals_one_process_without_chunks(tiny_synth, tmp_path):
     """Under torchrun the chunked step runs beside the DDP wrapper and averages the gradients itself
     (with accumulation: only on the step that updates): 2 ranks with train.chunk=2 end with the

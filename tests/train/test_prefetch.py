@@ -57,6 +57,7 @@ def test_pinning_and_non_blocking_copies_keep_the_values():
     assert moved["texts"] == ["a"]
 
 
+@pytest.mark.heavy
 def test_training_with_batches_made_ahead_ends_with_the_same_weights(tiny_synth, tmp_path):
     from safetensors.torch import load_file
 
