@@ -17,7 +17,6 @@ audio stream, with no speech in it, or with a subtitle file that cannot be read 
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from videotext.data.schema import Segment
 from videotext.data.speech.recognize import SAMPLE_RATE, Line, SpeechEngine, speech_engine
 from videotext.data.speech.subtitles import SubtitleError, read_subtitles, sidecar_subtitles
 from videotext.data.video import read_audio
+from videotext.digests import json_line
 from videotext.errors import VideoDecodeError, VideoTextError
 from videotext.io import FailureLog, append_json_line, atomic_open, file_lock, read_json_lines
 
@@ -94,9 +94,9 @@ class TranscriptStore:
         """Rewrite the file with one line per video (atomically)."""
         if not self.path.exists():
             return
-        with file_lock(self.folder / f".{self.path.name}.lock"), atomic_open(self.path, "w", encoding="utf-8") as out:
+        with file_lock(self.folder / f".{self.path.name}.lock"), atomic_open(self.path, "wb") as out:
             for transcript in self.all().values():
-                out.write(json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n")
+                out.write(json_line(transcript.to_dict()))
 
 
 def file_stamp(path: Path) -> tuple[int | None, int | None]:
