@@ -133,15 +133,16 @@ def _decode_record(raw: bytes, path: Path) -> Record:
     where = record_path(path)
     try:
         data = json.loads(raw.decode("utf-8"))
-        body = _body([tuple(pair) for pair in data["accepted"]], str(data["way_back"]))
-        canonical = json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")
-        if data.get("format") != FORMAT or data.get("check") != f"{zlib.crc32(canonical):08x}":
+        check = data.pop("check")
+        canonical = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        if check != f"{zlib.crc32(canonical):08x}" or data.get("format") != FORMAT:
             raise ValueError("its own check does not match")
         accepted = tuple((str(crc), int(size)) for crc, size in data["accepted"])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        way_back = str(data["way_back"])
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
         raise DamagedFile(where, None, f"the digest record of {path.name} is damaged ({str(exc)[:80]}); delete "
-                              f"it (the file then loads unchecked) or restore the folder from a copy") from None
-    return Record(accepted, body["way_back"])
+                          f"it (the file then loads unchecked) or restore the folder from a copy") from None
+    return Record(accepted, way_back)
 
 
 def _write_record(path: Path, accepted: Iterable[tuple[str, int]], way_back: str) -> None:
@@ -224,7 +225,7 @@ class FileChanged(OSError):
     """The file was replaced while it was read (a writer's rename): read it again."""
 
 
-_verified: set[tuple[int, int, int, int]] = set()  # (device, inode, size, mtime_ns) of files verified whole
+_verified: set[tuple[int, ...]] = set()  # (device, inode, size, mtime_ns, record) of files verified whole
 
 
 def read_verified(path: str | os.PathLike, way_back: str | None = None, attempts: int = 3) -> bytes:
@@ -242,7 +243,7 @@ def read_verified(path: str | os.PathLike, way_back: str | None = None, attempts
         found = _decode_record(before, path)
         digest = digest_bytes(data)
         if found.matches(digest):
-            _verified.add(_key(stat))
+            _verified.add(_key(stat, before))
             return data
         if not _replaced(path, stat, before):
             raise _mismatch(path, found, digest, way_back)
@@ -257,16 +258,16 @@ def verify_file(path: str | os.PathLike, way_back: str | None = None, attempts: 
         before = _record_bytes(path)
         if before is None:
             return
-        running = Running()
+        found = _decode_record(before, path)
         with open(path, "rb") as handle:
             stat = os.fstat(handle.fileno())
-            if _key(stat) in _verified:
+            if _key(stat, before) in _verified:
                 return
+            running = Running()
             while block := handle.read(BLOCK):
                 running.update(block)
-        found = _decode_record(before, path)
         if found.matches(running.value):
-            _verified.add(_key(stat))
+            _verified.add(_key(stat, before))
             return
         if not _replaced(path, stat, before):
             raise _mismatch(path, found, running.value, way_back)
@@ -300,7 +301,7 @@ class VerifyingReader:
             return
         found = _decode_record(self._before, self.path)
         if found.matches(self.running.value):
-            _verified.add(_key(stat))
+            _verified.add(_key(stat, self._before))
             return
         if _replaced(self.path, stat, self._before):
             raise FileChanged(f"{self.path}: replaced while it was read")
@@ -317,8 +318,9 @@ def _record_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _key(stat: os.stat_result) -> tuple[int, int, int, int]:
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+def _key(stat: os.stat_result, record: bytes) -> tuple[int, int, int, int, int]:
+    """One version of a file checked against one version of its record."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, zlib.crc32(record)
 
 
 def _replaced(path: Path, stat: os.stat_result, record_before: bytes) -> bool:

@@ -57,14 +57,19 @@ def index_check(
     source: Optional[Path] = typer.Argument(None, help="The folder or manifest to compare with (default: the "
                                                        "folder the index was built from)."),
 ) -> None:
-    """Check an index against its source without changing anything: damaged files, the run behind it,
-    and what `index build --update` would add, encode again and drop. Exit 0: up to date; 1: an
-    update would change it, or a problem was found; 2: the folder cannot be read."""
+    """Check an index against its source without changing anything: damaged files (each against the
+    digest recorded when it was written), the run behind it, and what `index build --update` would
+    add, encode again and drop. Exit 0: up to date; 1: an update would change it, or a problem was
+    found; 2: a file is damaged or the folder cannot be read."""
     from videotext.apps.index_folder import check_index
 
     report = check_index(index, source, progress=True)
     for line in report.lines():
         typer.echo(line)
+    for problem in report.damaged:
+        typer.secho(f"error: {problem}", fg=typer.colors.RED, err=True)
+    if report.damaged:
+        raise typer.Exit(2)
     if not report.current:
         raise typer.Exit(1)
 

@@ -61,6 +61,12 @@ class Transcript:
                    record.get("mtime_ns"))
 
 
+def way_back(folder: str | os.PathLike) -> str:
+    """What a user does about a damaged `transcripts.jsonl` or `onscreen.jsonl` in `folder`."""
+    return (f"delete it and run the same command again: the videos are transcribed (or read on screen) anew into "
+            f"{folder}, the other features kept")
+
+
 class TranscriptStore:
     """`transcripts.jsonl` of a feature folder (or another `name`: `onscreen.jsonl` holds the text read
     on screen, `videotext.data.ocr.reader`): the latest line of each video wins."""
@@ -73,9 +79,7 @@ class TranscriptStore:
     def all(self) -> dict[str, Transcript]:
         if self._by_key is None:
             self._by_key = {}
-            remedy = (f"delete it and run the same command again: the videos are transcribed (or read on screen) "
-                      f"anew into {self.folder}, the other features kept")
-            for record in read_json_lines(self.path, remedy):
+            for record in read_json_lines(self.path, way_back(self.folder)):
                 if isinstance(record, dict) and "key" in record:
                     self._by_key[record["key"]] = Transcript.from_dict(record)
         return self._by_key
