@@ -260,7 +260,7 @@ def write_videos(model: IndexModel, index: IndexStore | None, todo: VideoTextDat
                 if d is not None]
         if dist.is_main():
             index = index if index is not None else create_index(model, dims[0], store, collection)
-            start_writing(index, todo, build.plan, out)
+            start_writing(index, todo, out)
         writer = dist.broadcast_object(index if dist.is_main() else None)  # a rank's own connection to it
         if embedding is not None:
             add_videos(model, index if dist.is_main() else writer, mine, embedding, build.fingerprints)
@@ -270,7 +270,7 @@ def write_videos(model: IndexModel, index: IndexStore | None, todo: VideoTextDat
     if not dist.is_main():
         return None
     index = index if index is not None else create_index(model, vector_dim(model, embedding), store, collection)
-    start_writing(index, todo, build.plan, out)
+    start_writing(index, todo, out)
     add_videos(model, index, todo, embedding, build.fingerprints)
     shutil.rmtree(parts, ignore_errors=True)
     return index
@@ -313,18 +313,18 @@ def vector_dim(model: IndexModel, embedding: Any) -> int:
 
 def create_index(model: IndexModel, dim: int, store: str, collection: str) -> IndexStore:
     """An empty index for the model's `dim`-d vectors, naming the run behind it; a fresh Milvus
-    build over an existing collection fills a staging collection (`publish` swaps it in)."""
+    build fills a new version of the collection (`publish` moves the alias onto it)."""
     index = new_index(dim, model.method_name, store, collection, staged=True)
     index.meta["run_dir"] = str(Path(model.run_dir).resolve())
     return index
 
 
-def start_writing(index: IndexStore, todo: VideoTextDataset, plan: IndexPlan, out: str | os.PathLike | None) -> None:
-    """Before the first row: the indexed folder (the HTTP API shows paths relative to it), and
-    the videos about to be written, for a store that writes in place (`mark_pending`)."""
+def start_writing(index: IndexStore, todo: VideoTextDataset, out: str | os.PathLike | None) -> None:
+    """Before the first row: the indexed folder (the HTTP API shows paths relative to it), and a
+    new version to write into for a store that serves one while it is written (`begin_writing`)."""
     if todo.root is not None:
         index.meta["root"] = os.path.abspath(todo.root)
-    index.mark_pending(plan.add, out)
+    index.begin_writing(out)
 
 
 def add_videos(model: IndexModel, index: IndexStore, dataset: VideoTextDataset, embedding: Any,
@@ -336,7 +336,8 @@ def add_videos(model: IndexModel, index: IndexStore, dataset: VideoTextDataset, 
 
 def finish_index(index: IndexStore, plan: IndexPlan, added: set[str], out: str | os.PathLike | None) -> IndexStore:
     """The last writes of a build or an update: the entries `plan` drops (those not just
-    re-added under the same id), a staging collection swapped in, the folder saved."""
+    re-added under the same id), the version written published (a Milvus alias moved), the
+    folder saved."""
     index.remove([i for i in plan.remove if i not in added])
     index.meta.pop("pending", None)
     index.publish()

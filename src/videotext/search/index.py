@@ -369,8 +369,12 @@ class Index:
     concurrent_inserts = False  # rows live in this process until `save`: one writer
     multi_process = True  # a saved folder opens in any number of processes
 
-    def mark_pending(self, video_ids: Sequence[str], out: str | os.PathLike | None) -> None:
-        """Nothing to record: no row reaches the folder before `save` replaces it whole."""
+    def begin_writing(self, out: str | os.PathLike | None = None) -> None:
+        """Nothing to start: no row reaches the folder before `save` replaces it whole."""
+
+    def describe(self) -> dict[str, Any]:
+        """The store (what `/health` shows)."""
+        return {"store": "faiss", "kind": self.kind}
 
     def publish(self) -> None:
         """Nothing to swap in: `save` replaces the folder atomically."""
