@@ -16,7 +16,8 @@ from videotext.errors import VideoTextError
 @user_errors
 def index_build(
     run_dir: Path = typer.Argument(..., help="A trained run directory."),
-    source: Path = typer.Argument(..., help="A folder of videos or a manifest.json."),
+    source: Optional[Path] = typer.Argument(None, help="A folder of videos or a manifest.json (with --update, "
+                                                       "default: what the index was built from)."),
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
     features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
     update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, re-index changed ones, drop deleted ones."),

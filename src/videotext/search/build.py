@@ -60,6 +60,32 @@ def read_source(source: str | os.PathLike | VideoTextDataset) -> VideoTextDatase
     return read_dataset("manifest" if source.suffix == ".json" else "folder", source)
 
 
+def source_record(source: str | os.PathLike | VideoTextDataset) -> dict[str, str] | None:
+    """Where the videos of a build come from, kept in the index (`meta["source"]`) so that `index check`
+    and `--update` compare it with that same source: a folder, a manifest, or a manifest's split (a
+    dataset read from a manifest knows its `origin`); None for videos no file names."""
+    if isinstance(source, VideoTextDataset):
+        return dict(source.origin) if source.origin else None
+    path = Path(source).resolve()
+    return {"manifest": str(path)} if path.suffix == ".json" else {"folder": str(path)}
+
+
+def recorded_source(meta: dict[str, Any]) -> tuple[str, Any] | None:
+    """(what to call it, what `read_source` takes) of the source an index records (`source_record`;
+    an index built before that records the folder its videos were in); None when it names none."""
+    record = meta.get("source")
+    if isinstance(record, dict) and record.get("manifest"):
+        manifest, split = Path(record["manifest"]), record.get("split")
+        label = f"{manifest} (split {split})" if split else str(manifest)
+        if not manifest.is_file():
+            return label, manifest  # gone: the caller says so
+        dataset = read_source(manifest)
+        return label, dataset.split(split) if split else dataset
+    if isinstance(record, dict) and record.get("folder"):
+        return record["folder"], Path(record["folder"])
+    return (str(meta["root"]), Path(meta["root"])) if meta.get("root") else None
+
+
 def fingerprint_videos(dataset: VideoTextDataset, entries: Sequence[Entry] = (),
                        sources: dict[str, dict] | None = None, progress: bool = False) -> dict[str, dict]:
     """Video id -> content fingerprint of its media file (`data.media_files.fingerprint`).
@@ -190,6 +216,7 @@ def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset,
         index = write_videos(model, index, todo, reader, build, out, store, collection, parts_folder(out, features_dir))
         added = {v.id for v in todo}  # the entry ids just written (`index_entries`)
     if dist.is_main():
+        index.meta["source"] = source_record(source)
         finish_index(index, build.plan, added, out)
     opens_elsewhere = dist.broadcast_object(index.multi_process if dist.is_main() else None)  # after rank 0 saved
     if dist.is_main():

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from videotext.digests import check_tree
-from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source
+from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source, recorded_source
 from videotext.search.index import open_store
 from videotext.search.live import published_version
 from videotext.search.query_encoder import QUERY_FOLDER, exported_encoder
@@ -62,7 +62,8 @@ class IndexReport:
 
 def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = None,
                 progress: bool = False) -> IndexReport:
-    """Check the index folder `folder` against `source` (default: the folder it was built from)."""
+    """Check the index folder `folder` against `source` (default: what it was built from, as it records
+    it: a folder, a manifest or a manifest's split, `search.build.recorded_source`)."""
     folder = Path(folder)
     if folder.is_dir():
         damaged = check_tree(folder).problems
@@ -81,16 +82,17 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
         report.problems.append(f"{folder / QUERY_FOLDER}: a damaged query encoder export; the next build writes it anew")
     elif exported_encoder(folder) is None:
         report.notes.append("no exported query encoder: a query loads torch (methods that re-score, or an older build)")
-    given = source if source is not None else index.meta.get("root")
-    if given is None:
-        report.notes.append("no source folder recorded (built from a manifest): pass SOURCE to compare")
+    recorded = (str(source), source) if source is not None else recorded_source(index.meta)
+    if recorded is None:
+        report.notes.append("no source recorded (built from videos no file names): pass SOURCE to compare")
         return report
-    if not Path(given).exists():
-        report.problems.append(f"the source {given} is not there")
+    label, given = recorded
+    if isinstance(given, (str, os.PathLike)) and not Path(given).exists():
+        report.problems.append(f"the source {label} is not there")
         return report
     dataset = read_source(given)
     prints = fingerprint_videos(dataset, entries, None, progress)
-    report.source = str(given)
+    report.source = label
     report.plan = plan_index(dataset, entries, prints, index.meta.get("pending", ()))
     kept = set(report.plan.keep)
     report.unchanged = len({e.video_id for e in entries if e.id in kept})
