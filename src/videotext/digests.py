@@ -286,19 +286,21 @@ class VerifyingReader:
 
     def read(self, size: int = -1) -> bytes:
         data = self.handle.read(size)
-        self.running.update(data)
+        if self._before is not None:  # no record: nothing to hash for
+            self.running.update(data)
         return data
 
     def finish(self) -> None:
         """Hash the rest and compare; a mismatch raises the one line (or FileChanged)."""
+        if self._before is None:
+            self.handle.close()
+            return
         try:
             while block := self.handle.read(BLOCK):
                 self.running.update(block)
             stat = os.fstat(self.handle.fileno())
         finally:
             self.handle.close()
-        if self._before is None:
-            return
         found = _decode_record(self._before, self.path)
         if found.matches(self.running.value):
             _verified.add(_key(stat, self._before))

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from tests.onscreen_media import texted_video
 
+pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
+
 SHOWN = {  # video: (text on screen, start, end, (x, y)), what its subtitles say
     "lecture": (("Chapter 3: Thermodynamics", 1.0, 4.0, (40, 60)), "Heat flows from the hot body to the cold one."),
     "news": (("Bridge closed after storm", 2.0, 5.0, (60, 250)), "Traffic is diverted over the old river crossing."),
@@ -153,8 +155,6 @@ print(json.dumps(answer()), flush=True)
 sys.stdin.readline()  # the folder is published again meanwhile
 first = app.state.live.snapshot.version
 import time
-
-pytestmark = pytest.mark.heavy  # trains, builds indexes or starts processes and servers: `make test-quick` leaves it out
 deadline = time.time() + 60
 while app.state.live.snapshot.version == first and time.time() < deadline:
     time.sleep(0.05)

@@ -229,7 +229,7 @@ def test_the_same_commands_on_a_milvus_lite_store(trained_run, tiny_synth, tmp_p
         result = invoke("index", "build", trained_run, tmp_path / "second.json", "-o", out, *common, "--update")
         assert result.exit_code == 0 and "indexed 9 videos" in result.output, result.output
     milvus = Index.load(tmp_path / "milvus")
-    assert isinstance(milvus, MilvusIndex) and milvus.collection == "clips"
+    assert isinstance(milvus, MilvusIndex) and milvus.alias == "clips" and milvus.collection == milvus.target()
     assert sorted(e.video_id for e in milvus.entries()) == sorted(ids[5:14])
     query = dataset[ids[7]].captions[0]
     for where in ([], ["--where", f'video_id in ["{ids[6]}", "{ids[7]}", "{ids[9]}"]']):
