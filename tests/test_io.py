@@ -67,3 +67,24 @@ def test_json_lines_skip_torn_lines_and_refuse_damage(tmp_path):
         with pytest.raises(DataFormatError, match=r"metrics\.jsonl \[line 2\]: not a JSON line, the file is damaged"):
             read_json_lines(log)
     assert read_json_lines(tmp_path / "absent.jsonl") == []
+
+
+def test_a_damaged_failure_log_is_said_once_and_the_job_goes_on(tmp_path):
+    from videotext.digests import json_line
+
+    path = tmp_path / "failures.jsonl"
+    damaged = b'{"crc32":"00000000","item": "x", "error": "bits changed"}'
+    path.write_bytes(json_line({"item": "a", "error": "old", "run": "r1"}) + damaged + b"\n"
+                     + json_line({"item": "b", "error": "old", "run": "r1"}))
+    log = FailureLog(path)
+    with pytest.warns(UserWarning, match=r"failures\.jsonl \[line 2\]: its digest does not match its text, the file "
+                                         r"is damaged; delete it: the next run of the job records the failures"):
+        log.resolve("a")  # the job reads what failed before: it says the file is damaged, once, and goes on
+    log.resolve("b")
+    log.record("c", ValueError("new"))
+    log.compact()
+    lines = path.read_bytes().split(b"\n")
+    assert damaged in lines  # kept byte for byte: nothing the user had is lost
+    assert [entry["item"] for entry in parsed(path) if entry and "item" in entry] == ["x", "c"]
+    with pytest.raises(ValueError, match=r"failures\.jsonl \[line 1\]: its digest does not match"):
+        FailureLog(path).read()

@@ -155,6 +155,21 @@ def test_a_torn_last_line_is_skipped_and_the_next_line_appended_whole(transcript
     assert transcripts.read_bytes().count(b"\n") == 3
 
 
+def test_a_damaged_failure_log_is_said_and_the_extraction_it_records_goes_on(tiny_synth, tmp_path):
+    from tests.conftest import TINY_EXTRACT
+    from videotext.data.experts import extract_features
+
+    out = tmp_path / "features"
+    out.mkdir()
+    damaged = b"\x00\x00 a failure line whose bytes were lost\n"
+    (out / "failures.jsonl").write_bytes(damaged)
+    videos = [str(path) for path in sorted((tiny_synth / "videos").glob("*.mp4"))[:2]]
+    with pytest.warns(UserWarning, match=r"failures\.jsonl \[line 1\]: not a JSON line, the file is damaged"):
+        summary = extract_features(videos, ["audio"], out, rate=1.0, progress=False, options=TINY_EXTRACT)
+    assert summary["done"] == 2 and summary["failed"] == 0, summary
+    assert (out / "failures.jsonl").read_bytes() == damaged  # kept as it was: nothing lost
+
+
 # --- Milvus Lite data -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def milvus_folder(tmp_path_factory):
