@@ -594,7 +594,9 @@ def open_store(path: str | os.PathLike) -> "Index | MilvusIndex":
     info_path = Path(path) / "index.json"
     if info_path.is_file():
         try:
-            settings = json.loads(info_path.read_text(encoding="utf-8"))
+            settings = json.loads(read_verified(info_path).decode("utf-8"))  # the way back its writer recorded
+        except DamagedFile:
+            raise
         except (OSError, ValueError):
             settings = {}
         if isinstance(settings, dict) and settings.get("store") == MILVUS_STORE:
@@ -633,6 +635,8 @@ def _open_milvus(path: Path, settings: dict) -> "MilvusIndex":
     try:
         with _quiet("pymilvus", "milvus_lite"):  # their loggers print the same error as a traceback
             return MilvusIndex.from_settings(settings)
+    except DamagedFile:
+        raise
     except DataFormatError as exc:
         raise DataFormatError(exc.path, exc.key, f"{exc.problem}; {remedy}") from None
     except VideoTextError:

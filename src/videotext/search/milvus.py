@@ -210,8 +210,9 @@ class MilvusIndex:
         retired more than RETIRE_GRACE seconds ago; never the one behind the alias, nor the ones this
         object reads or writes."""
         keep = {self.target(), getattr(self, "collection", None), self.opened}
+        ours = re.compile(re.escape(self.alias) + r"__(v\d+|building|staged)")  # versions; a staged build's before aliases
         for name in self._client.list_collections():
-            if name in keep or not name.startswith(self.alias + "__"):
+            if name in keep or not ours.fullmatch(name):
                 continue
             retired = (self._client.describe_collection(name).get("properties") or {}).get(PROPERTY_RETIRED)
             if retired is None or time.time() - float(retired) > RETIRE_GRACE:
