@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
-from videotext.errors import DataFormatError
+from videotext.errors import DataFormatError, VideoTextError
 
 ALGORITHM = "crc32"
 FORMAT = "videotext-digest"
@@ -221,8 +221,8 @@ def _mismatch(path: Path, found: Record, digest: tuple[str, int], way_back: str 
     return damage(path, what, way_back or found.way_back)
 
 
-class FileChanged(OSError):
-    """The file was replaced while it was read (a writer's rename): read it again."""
+class FileChanged(VideoTextError, OSError):
+    """The file kept being replaced while it was read (a writer at work): one line, run again."""
 
 
 _verified: set[tuple[int, ...]] = set()  # (device, inode, size, mtime_ns, record) of files verified whole
@@ -247,7 +247,8 @@ def read_verified(path: str | os.PathLike, way_back: str | None = None, attempts
             return data
         if not _replaced(path, stat, before):
             raise _mismatch(path, found, digest, way_back)
-    raise FileChanged(f"{path}: changed {attempts} times while it was read")
+    raise FileChanged(f"{path}: changed {attempts} times while it was read (a writer at work); run again when it "
+                      f"is done")
 
 
 def verify_file(path: str | os.PathLike, way_back: str | None = None, attempts: int = 3) -> None:
@@ -271,7 +272,8 @@ def verify_file(path: str | os.PathLike, way_back: str | None = None, attempts: 
             return
         if not _replaced(path, stat, before):
             raise _mismatch(path, found, running.value, way_back)
-    raise FileChanged(f"{path}: changed {attempts} times while it was read")
+    raise FileChanged(f"{path}: changed {attempts} times while it was read (a writer at work); run again when it "
+                      f"is done")
 
 
 class VerifyingReader:
@@ -306,7 +308,8 @@ class VerifyingReader:
             _verified.add(_key(stat, self._before))
             return
         if _replaced(self.path, stat, self._before):
-            raise FileChanged(f"{self.path}: replaced while it was read")
+            raise FileChanged(f"{self.path}: replaced while it was read (a writer at work); run again when it is "
+                              f"done")
         raise _mismatch(self.path, found, self.running.value, self.way_back)
 
     def close(self) -> None:
