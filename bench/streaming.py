@@ -18,12 +18,22 @@ pass over every sample, in one process, in alternating order, best of `--rounds`
 Memory: a fresh process streams the feature shards once at 1× and once at `--copies`× the data
 (the shards repeated); its resident set size before the pass and the most it reached during it
 (sampled every 200 samples) are printed for both.
+
+`--faults` measures memory only, under faults: the feature shards (`--fault-shard-size`, 4 MB, so
+that faults spread over many shards) served by tests/shard_server.py in this process, streamed over
+HTTP by a fresh process at 1× and `--copies`× the data, clean and then with every shard spoilt once,
+in turn by a dropped connection (half the body sent, then closed), an HTTP 500 and a stall (a quarter
+of the body, then `--stall` s of silence, past the reader's `--read-timeout`); the reader retries
+(3 retries, 0.05 s backoff). The machine's load average is printed beside each figure.
+
+    python bench/streaming.py --faults --videos 300
 """
 from __future__ import annotations
 
 import argparse
 import io
 import json
+import os
 import platform
 import resource
 import shutil
@@ -46,14 +56,14 @@ def rss_mb() -> float:
     return int(line.split()[1]) / 1024
 
 
-def stream_pass(pattern: str, experts: list[str], limit: int, every=None) -> tuple[int, int]:
+def stream_pass(pattern: str, experts: list[str], limit: int, every=None, retry=None) -> tuple[int, int]:
     """(samples, bytes) of one pass over the shards (their `limit` samples), each sample decoded;
-    `every()` is called each 200 samples (the memory probe)."""
+    `every()` is called each 200 samples (the memory probe); `retry`: the reader's (default Retry())."""
     from videotext.data.streaming import Retry, SlotStream, decode_sample, expand
 
     urls = expand(pattern)
     needs = ["json", *[f"{e}.npy" for e in experts], *[f"{e}.times.npy" for e in experts]] if experts else ["json"]
-    stream = iter(SlotStream(urls, {}, needs, seed=0, epoch=0, slot=0, slots=1, buffer=100, retry=Retry(),
+    stream = iter(SlotStream(urls, {}, needs, seed=0, epoch=0, slot=0, slots=1, buffer=100, retry=retry or Retry(),
                              failures=None))
     count, size = 0, 0
     while count < limit:
@@ -128,21 +138,30 @@ def main() -> None:
     parser.add_argument("--pixel-videos", type=int, default=200)
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--memory-child", nargs="+", help=argparse.SUPPRESS)  # PATTERN LIMIT [READ_TIMEOUT]
+    parser.add_argument("--faults", action="store_true", help="Memory under faults only (see above).")
+    parser.add_argument("--fault-shard-size", default="4MB")
+    parser.add_argument("--stall", type=float, default=3.0)
+    parser.add_argument("--read-timeout", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "streaming.json")
     args = parser.parse_args()
     if args.memory_child:  # a fresh process: stream once, print the peak RSS
         import videotext.data.streaming  # noqa: F401  (its imports counted before the pass)
 
+        from videotext.data.streaming import Retry
+
         count_peak: list[float] = []
         before, peak = rss_mb(), 0.0
+        retry = Retry(retries=3, backoff=0.05, timeout=float(args.memory_child[2])) if len(args.memory_child) > 2 else None
         count, _ = stream_pass(args.memory_child[0], EXPERTS, int(args.memory_child[1]),
-                               every=lambda: None if count_peak.append(rss_mb()) else None)
-        peak = max(count_peak)
+                               every=lambda: None if count_peak.append(rss_mb()) else None, retry=retry)
+        peak = max([*count_peak, rss_mb()])  # a short pass may end before its first probe
         print(json.dumps({"samples": count, "rss_before_mb": before, "peak_rss_mb": peak,
                           "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
         return
 
+    if args.faults:
+        return faults_main(args)
     from videotext.data.experts import extract_features
     from videotext.data.features import FeatureStore
     from videotext.data.loaders import VideoFeatures
@@ -232,6 +251,71 @@ def main() -> None:
               f"the pass, at most {row['peak_rss_mb']:.0f} MB during it")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
+
+
+def faults_main(args: argparse.Namespace) -> None:
+    """Resident memory of the shard stream over HTTP, clean and under faults, at 1× and `--copies`×."""
+    from tests.shard_server import ShardServer
+    from videotext.data.experts import extract_features
+    from videotext.data.shards import shard_dataset
+    from videotext.data.synthetic import synthesize
+
+    work = Path(tempfile.mkdtemp(prefix="bench-streaming-faults-"))
+    memory: dict[str, dict] = {}
+    try:
+        manifest = args.manifest
+        if not manifest.is_file():
+            synthesize(work / "synth", num_videos=args.videos, seed=0, progress=False)
+            extract_features(work / "synth" / "manifest.json", EXPERTS, work / "synth" / "features", rate=1.0,
+                             progress=False)
+            manifest = work / "synth" / "manifest.json"
+        served = work / "served"
+        shards = shard_dataset(manifest, served, args.fault_shard_size, "features", manifest.parent / "features",
+                               EXPERTS, progress=False)
+        names = [shard["name"] for shard in shards["shards"]]
+        for copy in range(1, args.copies):  # the same shards again under new names: `--copies`× the data
+            for name in names:
+                shutil.copy(served / name, served / name.replace("shard-", f"copy{copy:02d}-"))
+        server = ShardServer(served, stall_seconds=args.stall)
+        last = f"{len(names) - 1:06d}"
+        one = f"{server.url}/shard-{{000000..{last}}}.tar"
+        many = f"{server.url}/{{shard,{','.join(f'copy{c:02d}' for c in range(1, args.copies))}}}-{{000000..{last}}}.tar"
+        every = [path.name for path in sorted(served.glob("*.tar"))]
+        try:
+            for faulted in (False, True):
+                for label, pattern, limit in (("1x", one, shards["samples"]),
+                                              (f"{args.copies}x", many, shards["samples"] * args.copies)):
+                    server.clear()
+                    if faulted:
+                        for number, name in enumerate(every):  # every shard spoilt once: drop, 500, stall in turn
+                            server.fault(name, ("drop", "500", "slow")[number % 3])
+                    started, load = time.perf_counter(), load_average()
+                    done = subprocess.run([sys.executable, __file__, "--memory-child", pattern, str(limit),
+                                           str(args.read_timeout)], capture_output=True, text=True)
+                    if done.returncode:
+                        raise RuntimeError(f"the streaming process failed:\n{done.stderr[-3000:]}")
+                    row = json.loads(done.stdout.strip().splitlines()[-1])
+                    spoilt = sum(1 for name in every if server.faults.get(name, [None, 0])[1] == 0) if faulted else 0
+                    row.update(seconds=round(time.perf_counter() - started, 1), load_before=load,
+                               load_after=load_average(), faults_served=spoilt)
+                    memory[f"{'faults' if faulted else 'clean'} {label}"] = row
+                    print(f"{'under faults' if faulted else 'clean':12s} {label:>4s} ({row['samples']} samples, "
+                          f"{spoilt} shards spoilt): {row['rss_before_mb']:.0f} MB before, at most "
+                          f"{row['peak_rss_mb']:.0f} MB during the pass ({row['seconds']} s; {load})", flush=True)
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out = args.out.with_name("streaming_faults.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "shards": len(names),
+                               "shard_size": args.fault_shard_size, "stall_s": args.stall,
+                               "read_timeout_s": args.read_timeout, "peak_memory": memory}, indent=1))
 
 
 if __name__ == "__main__":

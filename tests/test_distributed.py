@@ -431,7 +431,7 @@ def test_two_process_index_into_milvus_equals_one_process(tiny_synth, tmp_path, 
     try:
         run_ranks(_index_into_milvus, run, tiny_synth, ids, tmp_path / "two" / "index", store)
         sharded = Index.load(tmp_path / "two" / "index")
-        assert isinstance(sharded, MilvusIndex) and sharded.collection == "clips"
+        assert isinstance(sharded, MilvusIndex) and sharded.alias == "clips" and sharded.target() == sharded.collection
         assert sorted(sharded.ids) == sorted(single.ids) == sorted(ids)
         np.testing.assert_allclose(sharded.embeddings_for(ids), single.embeddings_for(ids), atol=1e-6)
         rows = [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in range(WORLD)]

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from videotext import digests
 from videotext.errors import VideoTextError
 from videotext.io import atomic_open
 
@@ -375,7 +376,7 @@ def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        loaded = yaml.safe_load(digests.read_verified(path).decode("utf-8")) or {}  # a run's own: checked
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     except UnicodeDecodeError as exc:
@@ -437,5 +438,9 @@ def deep_merge(base: dict, update: dict) -> dict:
 
 
 def save_config(config: RunConfig, path: str | Path) -> None:
-    with atomic_open(path, "w", encoding="utf-8") as handle:
+    """Write a run's resolved config atomically, its digest recorded beside it (`videotext.digests`)."""
+    run_dir = Path(path).parent
+    way_back = (f"restore it from a copy, or let `videotext train CONFIG --resume -o {run_dir}` write it again "
+                f"(the checkpoints are kept)")
+    with atomic_open(path, "w", way_back, encoding="utf-8") as handle:
         yaml.safe_dump(config.to_dict(), handle, sort_keys=False)

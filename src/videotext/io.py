@@ -1,4 +1,5 @@
-"""Small I/O helpers shared by every module: atomic writes and failure logs."""
+"""Small I/O helpers shared by every module: atomic writes (with their digests, `videotext.digests`),
+JSON-lines logs and failure logs, the writer lock, and room to write."""
 from __future__ import annotations
 
 import contextlib
@@ -14,14 +15,17 @@ import warnings
 from pathlib import Path
 from typing import IO, Any, Iterator
 
+from videotext import digests
 from videotext.errors import DataFormatError, VideoTextError
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, way_back: str | None = None) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only on success.
 
-    Readers never see a half-written file: a crash leaves the old file (or none).
+    Readers never see a half-written file: a crash leaves the old file (or none). With `way_back`
+    (what a user does when the file is found damaged), the file's digest is recorded beside it
+    (`videotext.digests`: staged before the rename, settled after it).
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -31,7 +35,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
     try:
         yield tmp_path
+        if way_back is not None:
+            digests.stage(tmp_path, target, way_back)
         os.replace(tmp_path, target)
+        if way_back is not None:
+            digests.settle(target)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -44,9 +52,10 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
-    """Open a file for writing so that it appears at `path` whole or not at all."""
-    with atomic_path(path) as tmp:
+def atomic_open(path: str | os.PathLike, mode: str = "w", way_back: str | None = None, **kwargs: Any) -> Iterator[IO]:
+    """Open a file for writing so that it appears at `path` whole or not at all (its digest recorded
+    with `way_back`, `atomic_path`)."""
+    with atomic_path(path, way_back) as tmp:
         with open(tmp, mode, **kwargs) as handle:
             yield handle
             handle.flush()
@@ -54,61 +63,64 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
 
 
 def read_json_lines(path: str | os.PathLike, remedy: str | None = None) -> list[Any]:
-    """Every JSON line of an append-only log (metrics.jsonl, failures.jsonl); [] when the file is
-    missing. A torn line (a writer killed mid-line: the start of a JSON object, cut; the next append
-    closes it, `append_json_line`) is skipped with a warning. A line that is not UTF-8, holds NUL
-    bytes or is not the start of a JSON object is damage, not a torn write: a DataFormatError
-    naming the file and line, with `remedy` (the way back) appended."""
+    """Every JSON line of an append-only log (metrics.jsonl, failures.jsonl, transcripts) or of a file
+    of lines written whole (with its digest beside it); [] when the file is missing. Each line carries
+    its digest (`digests.json_line`; lines written before digests are read as they are). A torn last
+    line (a writer killed mid-line) is skipped with a warning. A line that fails its digest, holds NUL
+    bytes, is not UTF-8 or is not the start of a JSON object is damage: a DataFormatError naming the
+    file and line, with `remedy` (the way back) appended."""
     path = Path(path)
     if not path.exists():
         return []
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    out = []
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            if b"\0" in raw:
-                raise ValueError("NUL bytes where text was written")
-            out.append(json.loads(raw.decode("utf-8")))
-        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-            if raw.lstrip().startswith(b"{") and b"\0" not in raw and _is_utf8(raw):
-                warnings.warn(f"{path}:{index + 1}: torn line skipped (its writer was stopped mid-line)", stacklevel=2)
-                continue
-            problem = f"not a JSON line, the file is damaged ({' '.join(str(exc).split())[:120]})"
-            raise DataFormatError(path, f"line {index + 1}", problem + (f"; {remedy}" if remedy else "")) from None
-    return out
-
-
-def _is_utf8(raw: bytes) -> bool:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+    lines = digests.parse_json_lines(digests.read_verified(path, remedy))  # a log written whole has a digest too
+    if lines.damaged:
+        number, problem = lines.damaged[0]
+        raise DataFormatError(path, f"line {number}", problem + (f"; {remedy}" if remedy else ""))
+    for number in lines.torn:
+        warnings.warn(f"{path}:{number}: torn line skipped (its writer was stopped mid-line)", stacklevel=2)
+    return lines.records
 
 
 def append_json_line(path: str | os.PathLike, record: Any, sync: bool = False) -> None:
-    """Append one JSON line. A line torn by a killed writer (no newline at the end of the file)
-    is closed first, so it stays one torn line and never swallows the new one."""
+    """Append one JSON line with its digest (`digests.json_line`). A line torn by a killed writer
+    at the end of the file is cut off first (it was never whole), so it neither swallows the new
+    line nor leaves a torn line inside the log; a whole last line that lacks its newline is closed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "ab+") as handle:
         end = handle.seek(0, os.SEEK_END)
         head = b""
         if end:
-            handle.seek(end - 1)
-            head = b"" if handle.read(1) == b"\n" else b"\n"
-        handle.write(head + json.dumps(record, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+            start = _last_line_start(handle, end)
+            handle.seek(start)
+            tail = handle.read()
+            if not tail.endswith(b"\n"):
+                if digests.torn_tail(tail) is not None:
+                    handle.truncate(start)
+                else:
+                    head = b"\n"
+        handle.write(head + digests.json_line(record))
         handle.flush()
         if sync:
             os.fsync(handle.fileno())
 
 
-def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
-    """Atomically write `obj` as JSON."""
-    with atomic_open(path, "w", encoding="utf-8") as handle:
+def _last_line_start(handle: IO[bytes], end: int, block: int = 1 << 16) -> int:
+    """The offset where the last line of an open file starts (after its last-but-one newline)."""
+    position = end - 1  # the last byte may be the newline that ends the last line
+    while position > 0:
+        start = max(0, position - block)
+        handle.seek(start)
+        found = handle.read(position - start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        position = start
+    return 0
+
+
+def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1, way_back: str | None = None) -> None:
+    """Atomically write `obj` as JSON (its digest recorded with `way_back`, `atomic_path`)."""
+    with atomic_open(path, "w", way_back, encoding="utf-8") as handle:
         json.dump(obj, handle, indent=indent, ensure_ascii=False)
         handle.write("\n")
 
@@ -142,6 +154,7 @@ class FailureLog:
         self.run = uuid.uuid4().hex[:12]  # tags this job's lines
         self._resolved: dict[str, set[str | None]] = {}
         self._earlier: set[str] | None = None  # items the file named before this run (read on first resolve)
+        self.damaged: str | None = None  # what was found damaged in the file, said once
 
     @property
     def _lock_path(self) -> Path:
@@ -168,7 +181,8 @@ class FailureLog:
             self._resolved.setdefault(item, set()).add(expert)
 
     def compact(self) -> None:
-        """Keep each (item, expert) from its latest run only; drop what this run resolved."""
+        """Keep each (item, expert) from its latest run only; drop what this run resolved. Damaged
+        lines are kept as they are (`damaged`); a torn one is dropped (its failure is met again)."""
         with file_lock(self._lock_path):
             lines, entries = self._entries()
             runs = [entry.get("run", f"line {i}") if entry else None for i, entry in enumerate(entries)]
@@ -181,35 +195,47 @@ class FailureLog:
                     latest[(item, expert)] = None
             kept = []
             for line, entry, run in zip(lines, entries, runs):
-                if entry is None:  # not a JSON object (a torn write): kept as it is
+                if entry is None:  # damaged, or not a failure: kept as it is; torn lines are not listed
                     kept.append(line)
                     continue
                 experts = [e for e in _subjects(entry) if latest[(entry["item"], e)] == run]
                 if experts and isinstance(entry.get("experts"), list) and experts != entry["experts"]:
-                    line = json.dumps({**entry, "experts": experts}, ensure_ascii=False)
+                    line = digests.json_line({**entry, "experts": experts}).rstrip(b"\n")
                 if experts:
                     kept.append(line)
             if kept != lines:
-                with atomic_open(self.path, "w", encoding="utf-8") as handle:
-                    handle.writelines(line + "\n" for line in kept)
+                with atomic_open(self.path, "wb") as handle:
+                    handle.writelines(line + b"\n" for line in kept)
 
-    def _entries(self) -> tuple[list[str], list[dict | None]]:
-        """The file's non-empty lines and each parsed (None where it is not a JSON object with an item)."""
+    def _entries(self) -> tuple[list[bytes], list[dict | None]]:
+        """The file's lines (torn ones left out) and each one's failure (None where the line is
+        damaged or names no item). A damaged log is said once (`damaged`) and the job goes on."""
         if not self.path.exists():
             return [], []
-        text = self.path.read_bytes().decode("utf-8", errors="replace")  # a damaged log is kept, not fatal
-        lines = [line.rstrip("\n") for line in text.splitlines() if line.strip()]
+        data = self.path.read_bytes()
+        parsed = digests.parse_json_lines(data)
+        if parsed.damaged and self.damaged is None:
+            number, problem = parsed.damaged[0]
+            self.damaged = f"{self.path} [line {number}]: {problem}"
+            warnings.warn(f"{self.damaged}; {FAILURES_WAY_BACK} (the job goes on, its damaged lines kept as they "
+                          f"are)", stacklevel=3)
+        by_number = dict(zip(parsed.numbers, parsed.records))
+        torn = set(parsed.torn)
+        lines: list[bytes] = []
         entries: list[dict | None] = []
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                entry = None
+        for number, raw in enumerate(data.split(b"\n"), 1):
+            if not raw.strip() or number in torn:
+                continue
+            entry = by_number.get(number)
+            lines.append(raw)
             entries.append(entry if isinstance(entry, dict) and "item" in entry else None)
         return lines, entries
 
     def read(self) -> list[dict]:
-        return read_json_lines(self.path)
+        return read_json_lines(self.path, FAILURES_WAY_BACK)
+
+
+FAILURES_WAY_BACK = "delete it: the next run of the job records the failures it meets again"
 
 
 def _subjects(entry: dict) -> list[str | None]:

@@ -46,15 +46,63 @@ def write_version(folder, number: int) -> str:
     return publish(folder)
 
 
-def test_a_published_version_is_swapped_in_while_twenty_clients_search(tmp_path):
+def milvus_writer(location: str):
+    """`write_version` into Milvus through the build's own steps: the first version a fresh build (a
+    new collection behind the alias), each later one an update (a copy of the served version, rows
+    added, changed in place and removed, the alias moved, the folder saved), then published."""
+    from videotext.search.build import IndexPlan, finish_index
+    from videotext.search.index import new_index, open_store
+
+    def write(folder, number: int) -> str:
+        ids = version_set(number)
+        if (folder / "index.json").is_file():
+            index = open_store(folder)
+            index.begin_writing(folder)
+            gone = [i for i in index.ids if i not in ids]
+        else:
+            index, gone = new_index(DIM, "stand-in", location, "live", staged=True), []
+        vectors = np.eye(DIM, dtype=np.float32)[[IDS.index(i) for i in ids]]
+        index.add(vectors, [Entry(i, meta={"captions": [f"version {number}"]}) for i in ids])
+        finish_index(index, IndexPlan(add=ids, remove=gone, keep=[]), set(ids), folder)
+        return publish(folder)
+
+    return write
+
+
+@pytest.fixture(params=["faiss", "milvus-lite", "milvus-server"])
+def store(request, tmp_path, monkeypatch):
+    """How versions are written: a FAISS folder, Milvus Lite, or a Milvus server in its own process;
+    a Milvus version retired is dropped after 3 s here (RETIRE_GRACE), so drops happen while serving."""
+    if request.param == "faiss":
+        yield "faiss", write_version
+        return
+    pytest.importorskip("milvus_lite")
+    from videotext.search import milvus
+
+    monkeypatch.setattr(milvus, "RETIRE_GRACE", 3.0)
+    if request.param == "milvus-lite":
+        yield f"milvus:{tmp_path / 'live.db'}", milvus_writer(f"milvus:{tmp_path / 'live.db'}")
+        return
+    from tests.milvus_server import MilvusServer
+
+    server = MilvusServer(tmp_path / "server")
+    try:
+        yield server.uri, milvus_writer(server.uri)
+    finally:
+        server.close()
+
+
+def test_a_published_version_is_swapped_in_while_twenty_clients_search(tmp_path, store):
+    location, write = store
     folder = tmp_path / "idx"
-    versions = [write_version(folder, 0)]
+    versions = [write(folder, 0)]
     app = create_app(folder, searcher=NamedSearcher(), reload_seconds=0.02)
     url, stop = serve_in_thread(app)
     done = threading.Event()
     errors: list[str] = []
     mixed: list[list[str]] = []
     seen_versions: set[str] = set()
+    collections: set[str] = set()
 
     def client(number: int) -> None:
         with httpx.Client(base_url=url, timeout=30) as http:
@@ -66,6 +114,7 @@ def test_a_published_version_is_swapped_in_while_twenty_clients_search(tmp_path)
                         answer = http.get("/health")
                         if answer.status_code == 200:
                             seen_versions.add(answer.json()["version"])
+                            collections.add(answer.json()["store"].get("collection"))
                     else:
                         answer = http.get("/search", params={"q": f"{IDS[(number + i) % DIM]} please", "k": 6})
                         tags = {r["caption"] for r in answer.json().get("results", [])} if answer.status_code == 200 else set()
@@ -82,7 +131,7 @@ def test_a_published_version_is_swapped_in_while_twenty_clients_search(tmp_path)
     try:
         for number in range(1, 11):  # ten updates: adds, deletes, entries changed in place
             time.sleep(0.15)
-            versions.append(write_version(folder, number))
+            versions.append(write(folder, number))
         deadline = time.time() + 10
         while time.time() < deadline and app.state.live.snapshot.version != versions[-1]:
             time.sleep(0.02)
@@ -106,6 +155,12 @@ def test_a_published_version_is_swapped_in_while_twenty_clients_search(tmp_path)
         assert {r["caption"] for r in results} == {"version 10"}
     assert len(seen_versions) >= 3  # the clients saw versions change under them
     assert app.state.live.swaps >= 3
+    if location != "faiss":  # /health names the collection behind the alias: the last one published
+        from videotext.search.index import open_store
+
+        served = open_store(folder)
+        assert health["store"] == {"store": "milvus", "alias": "live", "collection": served.target()}
+        assert served.target() == "live__v11" and len(collections) >= 3
 
 
 def test_an_unpublished_or_unreadable_folder_keeps_the_served_version(tmp_path):

@@ -65,7 +65,7 @@ def served(videos, tmp_path_factory):
 def test_health_and_search_results(served, videos):
     _, client, _ = served
     assert client.get("/health").json() == {"status": "ok", "entries": 5, "model": "stand-in", "dim": 8, "kind": "flat",
-                                          "version": "unpublished"}
+                                          "version": "unpublished", "store": {"store": "faiss", "kind": "flat"}}
     body = client.get("/search", params={"q": "the clip v0#2 please", "k": 2}).json()
     assert body["query"] == "the clip v0#2 please" and body["k"] == 2
     top, second = body["results"]

@@ -33,7 +33,8 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     result = run_benchmark(bench, out, tmp_path / "data", rows=["dual", "toco"], epochs=2, results=results)
     assert result == {"finished": ["dual/seed_0", "toco/seed_0"], "failed": []}
     assert sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file()) == [
-        "dual/seed_0.json", "toco/seed_0.json"]  # the records alone: no checkpoints beside them
+        "dual/.seed_0.json.crc32", "dual/seed_0.json", "toco/.seed_0.json.crc32", "toco/seed_0.json"
+    ]  # the records and their digests alone: no checkpoints beside them
     write_page(bench, out, page, "videotext benchmark report test", results)
     text = page.read_text(encoding="utf-8")
 

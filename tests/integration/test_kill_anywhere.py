@@ -141,9 +141,9 @@ def kill_index_build(run_dir: Path, videos: Path, work: Path, kills: int, update
 
 
 def kill_milvus_build(run_dir: Path, videos: Path, work: Path, kills: int) -> list[float]:
-    """`index build` into Milvus Lite: the rerun holds each entry once (no duplicate rows) and
-    nothing but the collection (no staging collection left behind)."""
-    from videotext.search.milvus import connect
+    """`index build` into Milvus Lite: the rerun holds each entry once (no duplicate rows) behind the
+    alias, and no version that was never published is left (only retired ones, kept for readers)."""
+    from videotext.search.milvus import PROPERTY_RETIRED, connect
 
     folder = videos / "videos"
     args = lambda out: ["index", "build", str(run_dir), str(folder), "-o", str(out), "--features",  # noqa: E731
@@ -151,16 +151,18 @@ def kill_milvus_build(run_dir: Path, videos: Path, work: Path, kills: int) -> li
     run(["index", "build", str(run_dir), str(folder), "-o", str(work / "warm"), "--features", str(work / "features")])
 
     def stored(out: Path) -> tuple:
+        index = Index.load(out)
         client = connect(f"milvus:{out}.db")
-        collections = client.list_collections()
+        unpublished = [name for name in client.list_collections() if name != index.target()
+                       and PROPERTY_RETIRED not in (client.describe_collection(name).get("properties") or {})]
         client.close()
-        return scores_of(out), len(Index.load(out)), collections
+        return scores_of(out), len(index), index.target() == index.collection, unpublished
 
     def same(a: tuple, b: tuple) -> bool:
         return close_scores(a[0], b[0]) and a[1:] == b[1:]
 
     killed_at, reference = kill_and_rerun(args, work, kills, 3, stored, same)
-    assert len(reference[0][0]) == reference[1] == 8 and reference[2] == ["videotext"]  # every row once
+    assert len(reference[0][0]) == reference[1] == 8 and reference[2:] == (True, [])  # every row once
     return killed_at
 
 

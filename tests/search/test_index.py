@@ -172,8 +172,10 @@ def test_entries_are_a_parquet_table_and_version_1_json_lines_still_load(tmp_pat
     assert table.num_rows == 31 and table.column("id").to_pylist()[:2] == ["v0", "v1"]
     assert json.loads((folder / "index.json").read_text())["version"] == 2
     assert Index.load(folder).get("clip") == Entry("clip", start=1.5, end=4.0, video_id="v0", meta={"captions": ["a café"]})
-    # the same index as version 1 wrote it: entries.jsonl, one JSON object per line
+    # the same index as version 1 wrote it: entries.jsonl, one JSON object per line, no digests
     rows = table.to_pylist()
+    for record in folder.glob(".*.crc32"):
+        record.unlink()
     (folder / "entries.parquet").unlink()
     (folder / "entries.jsonl").write_text("".join(json.dumps({**r, "meta": json.loads(r["meta"])}) + "\n" for r in rows))
     info = json.loads((folder / "index.json").read_text())
@@ -182,7 +184,10 @@ def test_entries_are_a_parquet_table_and_version_1_json_lines_still_load(tmp_pat
     assert old.entries() == Index.load(index.save(tmp_path / "new")).entries()
     assert old.search(x[:3], k=5) == index.search(x[:3], k=5)
     old.save(folder)  # saved again: the new layout
-    assert sorted(p.name for p in folder.iterdir()) == ["entries.parquet", "index.faiss", "index.json"]
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+        "entries.parquet", "index.faiss", "index.json"]
+    assert sorted(p.name for p in folder.glob(".*.crc32")) == [".entries.parquet.crc32", ".index.faiss.crc32",
+                                                              ".index.json.crc32"]  # each one's digest
 
 
 def test_failed_save_keeps_the_old_index(tmp_path):
@@ -219,6 +224,9 @@ def test_corrupt_or_missing_folder_gives_clear_errors(tmp_path):
     index.save(folder)
     table = pq.read_table(folder / "entries.parquet")
     pq.write_table(table.slice(0, 49), folder / "entries.parquet")  # one entry lost
+    with pytest.raises(VideoTextError, match=r"entries.parquet: damaged: \d+ bytes where \d+ were written"):
+        Index.load(folder)  # its digest says so first
+    (folder / ".entries.parquet.crc32").unlink()  # a folder written before digests: the files' cross-checks
     with pytest.raises(VideoTextError, match="49 entries but index.json says 50"):
         Index.load(folder)
     (folder / "entries.parquet").write_bytes(b"PAR1 not parquet")

@@ -60,4 +60,42 @@ def test_check_names_a_run_that_is_gone(tmp_path):
     index.add(np.eye(4, dtype=np.float32)[:1], [Entry("v0")])
     report = check_index(index.save(tmp_path / "idx"))
     assert any("deleted-run, is gone" in p for p in report.problems) and not report.current
-    assert "no source folder recorded" in " ".join(report.lines())
+    assert "no source recorded" in " ".join(report.lines())
+
+
+@pytest.mark.heavy
+def test_an_index_of_a_manifest_split_is_checked_and_updated_against_that_split(tiny_synth, tmp_path, monkeypatch):
+    """The demo's index at small scale: the test split of a manifest whose folder holds every video.
+    `index check` compares the index with that split (up to date, not "every other video new"), and
+    `index build --update` without a source updates it from that split: nothing is encoded."""
+    from typer.testing import CliRunner
+
+    from tests.test_distributed import _fake_run
+    from videotext.cli import app
+    from videotext.data.schema import VideoTextDataset
+    from videotext.inference import load_model
+    from videotext.run_model import RunModel
+
+    run = _fake_run(tiny_synth, tmp_path / "run")
+    dataset = VideoTextDataset.load(tiny_synth / "manifest.json")
+    test = dataset.split("test")
+    assert 0 < len(test) < len(dataset)
+    out = tmp_path / "idx"
+    load_model(run, device="cpu").build_index(test, out, features_dir=tiny_synth / "features", progress=False)
+    report = check_index(out)
+    assert report.current and report.lines()[-1] == "up to date", report.lines()
+    assert report.source == f"{(tiny_synth / 'manifest.json').resolve()} (split test)"
+    assert report.unchanged == report.videos == len(test) and report.plan.keep and not report.plan.add
+
+    def encodes(*args, **kwargs):
+        raise AssertionError("an update with nothing to do encoded videos")
+
+    monkeypatch.setattr(RunModel, "video_embedding", encodes)
+    done = CliRunner().invoke(app, ["index", "build", str(run), "-o", str(out), "--update",
+                                    "--features", str(tiny_synth / "features")])
+    assert done.exit_code == 0, done.output
+    assert (f"update: 0 videos added, 0 changed in place (encoded again), 0 deleted, {len(test)} entries kept as "
+            f"they were") in done.output
+    assert check_index(out).current
+    whole = check_index(out, tiny_synth / "manifest.json")  # against the whole manifest, as asked
+    assert len(whole.plan.add) == len(dataset) - len(test) and not whole.plan.remove

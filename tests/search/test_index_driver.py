@@ -76,22 +76,25 @@ def test_a_model_with_only_the_protocol_builds_and_updates_an_index(tiny_synth, 
 
 
 def test_the_stores_differ_only_behind_the_same_calls(tmp_path):
-    """FAISS writes nothing before `save` and has nothing to publish; a Milvus collection
-    written in place names its pending videos, and a Milvus index pickles as a connection."""
+    """FAISS writes nothing before `save` and has nothing to publish; Milvus writes a new version of
+    the collection, which `publish` puts behind the alias, and a Milvus index pickles as a connection."""
     vectors = np.eye(4, dtype=np.float32)[:2]
     faiss_index = Index(4, model="m")
-    faiss_index.mark_pending(["a"], tmp_path / "faiss")
+    faiss_index.begin_writing(tmp_path / "faiss")
     faiss_index.publish()
-    assert not (tmp_path / "faiss").exists()
+    assert not (tmp_path / "faiss").exists() and faiss_index.describe() == {"store": "faiss", "kind": "auto"}
     assert (faiss_index.concurrent_inserts, faiss_index.multi_process) == (False, True)
 
     milvus = MilvusIndex(f"milvus:{tmp_path / 'm.db'}", 4, model="m", collection="c")
     milvus.add(vectors, [Entry("a"), Entry("b")])
-    milvus.mark_pending(["a", "b"], tmp_path / "milvus")
-    assert json.loads((tmp_path / "milvus" / "index.json").read_text())["meta"]["pending"] == ["a", "b"]
+    milvus.save(tmp_path / "milvus")
+    update = Index.load(tmp_path / "milvus")
+    update.begin_writing(tmp_path / "milvus")  # an update: a copy of the served version
+    assert update.describe() == {"store": "milvus", "alias": "c", "collection": "c__v2"} and update.target() == "c__v1"
+    assert json.loads((tmp_path / "milvus" / "index.json").read_text())["version"] == "c__v1"
     assert (milvus.concurrent_inserts, milvus.multi_process) == (False, False)  # Milvus Lite: one process
-    copy = pickle.loads(pickle.dumps(milvus))
-    assert copy is not milvus and copy.collection == "c" and sorted(copy.ids) == ["a", "b"]
+    copy = pickle.loads(pickle.dumps(update))
+    assert copy is not update and copy.collection == "c__v2" and copy.writable and sorted(copy.ids) == ["a", "b"]
     np.testing.assert_allclose(copy.embeddings_for(["b"]), vectors[1:], atol=1e-6)
     copy.close()
     milvus.close()

@@ -86,5 +86,8 @@ def test_sources_are_merged_and_a_corrupt_record_is_one_clear_error(tmp_path):
     store.record_sources({"b": {"hash": "2"}, "a": {"hash": "3"}})
     assert store.sources() == {"a": {"hash": "3"}, "b": {"hash": "2"}}
     (tmp_path / "sources.json").write_text("{not json")
+    with pytest.raises(Exception, match=r"sources.json: damaged: 9 bytes where \d+ were written; delete it"):
+        store.sources()  # its digest says so first
+    (tmp_path / ".sources.json.crc32").unlink()  # a record written before digests: the JSON is read
     with pytest.raises(Exception, match="sources.json.*not JSON"):
         store.sources()

@@ -2,6 +2,8 @@
 a file: the same answers as the FAISS index on the same embeddings, filters, updates, and errors."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -101,45 +103,66 @@ def test_a_collection_of_another_dimension_or_model_and_a_bad_location_are_one_c
         MilvusIndex(f"milvus:{tmp_path / 'x.sqlite'}", DIM)
 
 
-def test_a_fresh_build_over_a_collection_is_staged_and_a_failed_one_leaves_the_old(tmp_path, monkeypatch):
-    """`staged=True` over an existing collection fills `<name>__building`; the old collection
-    answers until `publish`. A build that dies before publishing leaves the old one whole, and
-    the next build drops what it left."""
+def test_a_fresh_build_writes_a_new_version_and_a_failed_one_leaves_the_served_one(tmp_path, monkeypatch):
+    """`staged=True` fills a new version `<alias>__v<N>`; the alias names the old one until `publish`
+    moves it in one call. A build that dies before publishing leaves the served version whole, and
+    the next build drops what it left. The version replaced is kept RETIRE_GRACE seconds for the
+    readers still on it, then dropped by a later build."""
+    from videotext.search import milvus as store
+
     vectors, entries, queries = corpus(60)
     location = f"milvus:{tmp_path / 's.db'}"
     old = MilvusIndex(location, DIM, model="m", collection="c")
     old.add(vectors[:40], entries[:40])
+    assert old.collection == "c__v1" and old.target() == "c__v1"
     staged = MilvusIndex(location, DIM, model="m", collection="c", staged=True)
-    assert staged.collection == "c__building" and staged.final == "c"
+    assert staged.collection == "c__v2" and staged.target() == "c__v1"
     staged.add(vectors[40:], entries[40:])
     assert len(old) == 40 and old.search(queries, 1)[0][0].id in {e.id for e in entries[:40]}
     del staged  # died before publishing
     again = MilvusIndex(location, DIM, model="m", collection="c", staged=True)
-    assert len(again) == 0 and len(old) == 40  # the leftover staging collection was dropped
+    assert len(again) == 0 and len(old) == 40  # the leftover version was dropped
     again.add(vectors[40:], entries[40:])
     again.publish()
-    assert again.collection == "c" and again.final is None
-    assert sorted(again.ids) == sorted(e.id for e in entries[40:])
-    assert sorted(again._client.list_collections()) == ["c"]
-    assert again.search(queries, 1)[0][0].id in {e.id for e in entries[40:]}
+    assert again.target() == again.collection == "c__v2" and not again.writable
+    assert sorted(again._client.list_collections()) == ["c__v1", "c__v2"]  # c__v1 retired, kept for its readers
+    assert len(old) == 40  # a reader pinned to the version it opened still reads it
+    served = MilvusIndex(location, DIM, model="m", collection="c", create=False)
+    assert served.collection == "c__v2" and sorted(served.ids) == sorted(e.id for e in entries[40:])
+    monkeypatch.setattr(store, "RETIRE_GRACE", 0.5)
+    time.sleep(0.6)
+    third = MilvusIndex(location, DIM, model="m", collection="c", staged=True)
+    third.add(vectors[:5], entries[:5])
+    third.publish()
+    assert sorted(third._client.list_collections()) == ["c__v2", "c__v3"]  # c__v1's grace is over
 
 
-def test_a_publish_cut_between_the_drop_and_the_rename_is_finished_by_the_next_open(tmp_path, monkeypatch):
-    vectors, entries, _ = corpus(30)
-    location = f"milvus:{tmp_path / 'p.db'}"
-    MilvusIndex(location, DIM, model="m", collection="c").add(vectors[:10], entries[:10])
-    staged = MilvusIndex(location, DIM, model="m", collection="c", staged=True)
-    staged.add(vectors[10:], entries[10:])
+def test_an_update_writes_a_copy_and_moves_the_alias_and_a_collection_made_before_aliases_is_replaced(tmp_path):
+    from pymilvus import MilvusClient
 
-    def cut(collection):
-        raise KeyboardInterrupt("the process died here")
-
-    monkeypatch.setattr(staged, "_finish_publish", cut)
-    with pytest.raises(KeyboardInterrupt):
-        staged.publish()
-    assert sorted(staged._client.list_collections()) == ["c__staged"]  # the old one is gone already
-    reopened = MilvusIndex(location, DIM, model="m", collection="c", create=False)
-    assert reopened.collection == "c" and len(reopened) == 20
+    vectors, entries, queries = corpus(30)
+    path = tmp_path / "u.db"
+    client = MilvusClient(str(path))  # a collection made before aliases: the alias's own name
+    legacy = MilvusIndex.__new__(MilvusIndex)
+    legacy.__dict__.update(dim=DIM, model="m", collection="c", requested_kind="auto", _client=client, writable=True)
+    legacy._create_collection()
+    legacy.add(vectors[:10], entries[:10])
+    opened = MilvusIndex(f"milvus:{path}", DIM, model="m", collection="c", create=False)
+    assert opened.collection == "c" and len(opened) == 10  # still opens
+    opened.add(vectors[10:12], entries[10:12])  # an update: a copy of the served version, then the rows
+    assert opened.collection == "c__v1" and opened.writable and len(opened) == 12
+    assert len(MilvusIndex(f"milvus:{path}", DIM, model="m", collection="c", create=False)) == 10  # still served
+    opened.remove(["clip0"])
+    opened.publish()  # the name goes to the alias: dropped, then given (once)
+    assert opened.target() == "c__v1" and sorted(client.list_collections()) == ["c__v1"]
+    served = MilvusIndex(f"milvus:{path}", DIM, model="m", collection="c", create=False)
+    assert len(served) == 11 and "clip0" not in served and "clip11" in served
+    served.add(vectors[12:13], entries[12:13])
+    served.save(tmp_path / "folder")  # saving publishes the version written
+    reopened = MilvusIndex.from_settings(__import__("json").loads((tmp_path / "folder" / "index.json").read_text()))
+    assert reopened.collection == "c__v2" == reopened.target() and len(reopened) == 12
+    np.testing.assert_allclose(reopened.embeddings_for(["clip5"]), vectors[5:6], atol=1e-6)
+    assert reopened.get("clip5").meta == entries[5].meta
 
 
 @pytest.mark.parametrize("store, kind, floor", [("faiss", "hnsw", 0.95), ("faiss", "ivf", 0.9),

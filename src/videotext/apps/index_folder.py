@@ -95,15 +95,15 @@ class BuildReport:
         return out
 
 
-def build_index(model: Any, source: Any, out: str | os.PathLike | None = None, *,
+def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = None, *,
                 features: str | os.PathLike | None = None, update: bool = False, window: float | None = None,
                 stride: float | None = None, store: str = "faiss", collection: str = DEFAULT_COLLECTION,
                 speech: bool = False, asr_engine: str = "whisper", asr_model: str | None = None,
                 text: bool = False, ocr_engine: str = DEFAULT_ENGINE, lock_timeout: float = 600.0,
                 progress: bool = True, precision: str | None = None, threads: int | None = None) -> BuildReport:
     """Build (or with `update`, bring up to date) the index folder `out` from the videos of `source`
-    (a folder, a manifest or a `VideoTextDataset`) with `model` (a loaded run, or a run folder loaded
-    here at `precision` / `threads`).
+    (a folder, a manifest or a `VideoTextDataset`; with `update`, by default what the index was built
+    from) with `model` (a loaded run, or a run folder loaded here at `precision` / `threads`).
 
     The vectors (`search.build.build_index`: `update` adds new videos, encodes changed ones again and
     drops deleted ones; `window` / `stride` index sliding-window clips; `store` "faiss", "milvus:PATH.db"
@@ -115,6 +115,11 @@ def build_index(model: Any, source: Any, out: str | os.PathLike | None = None, *
     rank 0 writes."""
     import videotext.distributed as dist  # torch: never on the opening path
 
+    if source is None:  # an update of what the index was built from
+        source = _recorded_source(out) if update and out is not None else None
+        if source is None:
+            raise VideoTextError(f"{out}: give the videos to index (SOURCE): "
+                                 + ("the index records no source" if update else "only --update takes them from the index"))
     writes = out is not None and dist.env_rank() == 0
     with writer_lock(out, "index build", lock_timeout) if writes else contextlib.nullcontext():
         if isinstance(model, (str, os.PathLike)):
@@ -146,6 +151,18 @@ def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool,
         report.written = channels.build_written_index(index, out, features_dir, ocr_engine, progress=progress)
     report.version = publish(out)  # the last write: a running `serve` swaps this version in
     return report
+
+
+def _recorded_source(folder: str | os.PathLike) -> Any:
+    """What the index folder was built from (`search.build.recorded_source`), None when it says nothing."""
+    import videotext.search.build as vectors  # torch: off the opening path
+
+    try:
+        meta = json.loads((Path(folder) / "index.json").read_text(encoding="utf-8")).get("meta") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    recorded = vectors.recorded_source(meta)
+    return recorded[1] if recorded is not None else None
 
 
 def load_run(run: str | os.PathLike, **settings: Any) -> Any:

@@ -25,6 +25,7 @@ import torch
 
 from videotext.benchmark.definition import BenchmarkDef, DataDef, RowDef
 from videotext.config import ConfigError, load_config, parse_value
+from videotext.digests import read_verified
 from videotext.errors import DataFormatError
 from videotext.data.experts import extract_features
 from videotext.data.schema import VideoTextDataset
@@ -212,18 +213,22 @@ def _test_metrics(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metric_directions(result).items()}
 
 
+RECORD_WAY_BACK = ("delete it and run `videotext benchmark run` again: that run is tested again from its "
+                   "checkpoints, or trained again where they are gone")
+
+
 def read_record(path: Path) -> dict[str, Any]:
-    """One run's record; a damaged one is a DataFormatError naming it and the way back."""
+    """One run's record (checked against its digest, `videotext.digests`); a damaged one is a
+    DataFormatError naming it and the way back."""
     try:
-        record = json.loads(Path(path).read_bytes().decode("utf-8"))
+        record = json.loads(read_verified(path, RECORD_WAY_BACK).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         problem = f"damaged record, not JSON ({' '.join(str(exc).split())[:100]})"
     else:
         if isinstance(record, dict) and isinstance(record.get("results"), dict):
             return record
         problem = "damaged record, not a run's record (no results)"
-    raise DataFormatError(path, None, f"{problem}; delete it and run `videotext benchmark run` again: that run is "
-                          f"tested again from its checkpoints, or trained again where they are gone")
+    raise DataFormatError(path, None, f"{problem}; {RECORD_WAY_BACK}")
 
 
 def finished_record(record_file: Path, budget: int) -> dict[str, Any] | None:
@@ -297,7 +302,7 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
         "val_curve": validation_curve(folder), "last_session_wall_s": time.time() - started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    write_json(record_file, record)
+    write_json(record_file, record, way_back=RECORD_WAY_BACK)
     return record
 
 

@@ -1,4 +1,5 @@
-"""`videotext train`, `eval`, `localize`, `compare`, `benchmark …`, `configs` and `methods`: runs and their figures."""
+"""`videotext train`, `eval`, `localize`, `compare`, `benchmark …`, `check`, `configs` and `methods`: runs and
+their figures."""
 from __future__ import annotations
 
 import json
@@ -152,6 +153,26 @@ def benchmark_report(
     from videotext.benchmark import jobs
 
     typer.echo(f"wrote {jobs.report(name, out, results, page, list(set_ or []))}")
+
+
+@app.command("check")
+@user_errors
+def check_command(
+    path: Path = typer.Argument(..., help="A run folder (or any folder videotext wrote: an index, a feature store, "
+                                          "benchmark records)."),
+) -> None:
+    """Check every file of a run against the digest recorded when it was written, and every line of its
+    logs, changing nothing. Each damaged file is one `error:` line naming it and the way back; exit 0:
+    no damage, 2: damage found."""
+    from videotext.apps.integrity import check_folder
+
+    report = check_folder(path)
+    for line in report.lines():
+        typer.echo(line)
+    for problem in report.problems:
+        typer.secho(f"error: {problem}", fg=typer.colors.RED, err=True)
+    if report.problems:
+        raise typer.Exit(2)
 
 
 @app.command("configs")

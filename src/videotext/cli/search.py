@@ -16,7 +16,8 @@ from videotext.errors import VideoTextError
 @user_errors
 def index_build(
     run_dir: Path = typer.Argument(..., help="A trained run directory."),
-    source: Path = typer.Argument(..., help="A folder of videos or a manifest.json."),
+    source: Optional[Path] = typer.Argument(None, help="A folder of videos or a manifest.json (with --update, "
+                                                       "default: what the index was built from)."),
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
     features: Optional[Path] = typer.Option(None, help="Feature store to use/extract into (default: OUT.features)."),
     update: bool = typer.Option(False, "--update", help="Update an existing index: add new videos, re-index changed ones, drop deleted ones."),
@@ -57,14 +58,19 @@ def index_check(
     source: Optional[Path] = typer.Argument(None, help="The folder or manifest to compare with (default: the "
                                                        "folder the index was built from)."),
 ) -> None:
-    """Check an index against its source without changing anything: damaged files, the run behind it,
-    and what `index build --update` would add, encode again and drop. Exit 0: up to date; 1: an
-    update would change it, or a problem was found; 2: the folder cannot be read."""
+    """Check an index against its source without changing anything: damaged files (each against the
+    digest recorded when it was written), the run behind it, and what `index build --update` would
+    add, encode again and drop. Exit 0: up to date; 1: an update would change it, or a problem was
+    found; 2: a file is damaged or the folder cannot be read."""
     from videotext.apps.index_folder import check_index
 
     report = check_index(index, source, progress=True)
     for line in report.lines():
         typer.echo(line)
+    for problem in report.damaged:
+        typer.secho(f"error: {problem}", fg=typer.colors.RED, err=True)
+    if report.damaged:
+        raise typer.Exit(2)
     if not report.current:
         raise typer.Exit(1)
 

@@ -50,6 +50,7 @@ from urllib.parse import quote, unquote
 import h5py
 import numpy as np
 
+from videotext import digests
 from videotext.errors import DataFormatError
 from videotext.io import H5_OVERHEAD, atomic_path, ensure_room, file_lock, process_alive, write_json
 
@@ -58,6 +59,7 @@ VERSION = 1
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 DTYPES = ("float16", "float32")
 SOURCES = "sources.json"  # key -> fingerprint of the media file its features came from
+SOURCES_WAY_BACK = "delete it: the next index build re-hashes the videos"
 
 
 def encode_key(key: str) -> str:
@@ -74,14 +76,20 @@ def decode_key(name: str) -> str:
     return unquote(name)
 
 
+# what a user does about a damaged feature file (recorded with its digest, `videotext.digests`)
+WAY_BACK = ("delete it and run the extraction again (`videotext extract`, or `videotext index build`, which "
+            "extracts what is missing): only the videos it held are extracted again")
+
+
 def open_h5(path: Path, mode: str = "r") -> h5py.File:
-    """An HDF5 file, a `DataFormatError` naming it when it cannot be opened."""
+    """An HDF5 file, a `DataFormatError` naming it when it cannot be opened. Opened to read, it is
+    first checked against the digest recorded when it was written (once per process)."""
+    if mode == "r":
+        digests.verify_file(path, WAY_BACK)
     try:
         return h5py.File(path, mode)
     except OSError as exc:
-        raise DataFormatError(path, None, f"damaged feature file, cannot open it as HDF5 ({exc}); delete it and run "
-                              f"the extraction again (`videotext extract`, or `videotext index build`, which "
-                              f"extracts what is missing): only the videos it held are extracted again") from None
+        raise DataFormatError(path, None, f"damaged feature file, cannot open it as HDF5 ({exc}); {WAY_BACK}") from None
 
 
 class FeatureStore:
@@ -221,8 +229,10 @@ class FeatureStore:
         features were made for an index: key -> {"hash", "size", "mtime_ns"} ({} when none)."""
         path = self.root / SOURCES
         try:
-            record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        except ValueError:
+            record = json.loads(digests.read_verified(path, SOURCES_WAY_BACK)) if path.is_file() else {}
+        except ValueError as exc:
+            if isinstance(exc, DataFormatError):
+                raise
             raise DataFormatError(path, None, "not JSON (delete it: the next index build re-hashes the videos)") from None
         return record if isinstance(record, dict) else {}
 
@@ -230,7 +240,7 @@ class FeatureStore:
         """Merge `fingerprints` (key -> fingerprint) into the store's record (atomic, locked)."""
         self.root.mkdir(parents=True, exist_ok=True)
         with file_lock(self.root / ".sources.lock"):
-            write_json(self.root / SOURCES, {**self.sources(), **fingerprints})
+            write_json(self.root / SOURCES, {**self.sources(), **fingerprints}, way_back=SOURCES_WAY_BACK)
 
     def discard(self, keys: Iterable[str]) -> int:
         """Remove `keys` from every expert: the merged file, finished parts and staged chunks
@@ -301,6 +311,7 @@ class FeatureWriter:
         if overwrite:
             store.close()
             store.path(expert).unlink(missing_ok=True)
+            digests.forget(store.path(expert))
             shutil.rmtree(self.parts, ignore_errors=True)
         self._check_compatible()
 
@@ -377,7 +388,7 @@ class FeatureWriter:
         store_dtype = "float32" if self.dtype == "float16" and peak > FLOAT16_MAX else self.dtype
         target = self._new_part()
         ensure_room(target, H5_OVERHEAD + rows * (self.dim * np.dtype(store_dtype).itemsize + 8))
-        with atomic_path(target) as tmp:
+        with atomic_path(target, WAY_BACK) as tmp:
             with h5py.File(tmp, "w") as handle:
                 self._write_header(handle)
                 group = handle.create_group(encode_key(key))
@@ -407,7 +418,7 @@ class FeatureWriter:
         target = self._new_part()
         ensure_room(target, H5_OVERHEAD + sum(np.asarray(f).size * 4 + np.asarray(t).size * 8 + 4096
                                               for _, f, t, _ in self.buffer))
-        with atomic_path(target) as tmp:
+        with atomic_path(target, WAY_BACK) as tmp:
             with h5py.File(tmp, "w") as handle:
                 self._write_header(handle)
                 for key, features, timestamps, attrs in self.buffer:
@@ -436,8 +447,9 @@ class FeatureWriter:
             merged = 0
             ensure_room(main, H5_OVERHEAD + (main.stat().st_size if main.is_file() else 0)
                         + sum(part.stat().st_size for part in parts))
-            with atomic_path(main) as tmp:
+            with atomic_path(main, WAY_BACK) as tmp:
                 if main.is_file():
+                    digests.verify_file(main, WAY_BACK)  # never carry damage into the merged file
                     shutil.copyfile(main, tmp)
                     handle = h5py.File(tmp, "a")
                 else:
@@ -456,6 +468,7 @@ class FeatureWriter:
             _fsync_dir(self.store.root)
             for part in parts:  # merged parts are only removed once the new file is in place
                 part.unlink(missing_ok=True)
+                digests.forget(part)
             return merged
 
     def __enter__(self) -> "FeatureWriter":
@@ -490,7 +503,7 @@ def _rewrite_without(path: Path, names: set[str]) -> int:
     if not present:
         return 0
     ensure_room(path, H5_OVERHEAD + path.stat().st_size)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, WAY_BACK) as tmp:
         with open_h5(path) as src, h5py.File(tmp, "w") as dst:
             dst.attrs.update(dict(src.attrs))
             for name in src.keys():

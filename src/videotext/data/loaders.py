@@ -175,7 +175,9 @@ def with_text(dataset: VideoTextDataset, mode: str = "captions") -> VideoTextDat
     if mode != "paragraph":
         raise VideoTextError(f"data.text: expected one of {list(TEXT_MODES)}, got {mode!r}")
     videos = (dataclasses.replace(v, captions=[v.paragraph]) if v.segments else v for v in dataset.videos.values())
-    return VideoTextDataset(dataset.name, videos, dataset.splits, dataset.root, dataset.meta)
+    paragraphs = VideoTextDataset(dataset.name, videos, dataset.splits, dataset.root, dataset.meta)
+    paragraphs.origin = dataset.origin  # the same videos, from the same file
+    return paragraphs
 
 
 class CaptionVideoBatches(SeededBatches):

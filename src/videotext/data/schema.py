@@ -150,6 +150,10 @@ class VideoTextDataset:
         self.splits: dict[str, list[str]] = {k: list(v) for k, v in (splits or {}).items()}
         self.root = Path(root) if root is not None else None
         self.meta: dict[str, Any] = dict(meta or {})
+        # where exactly these videos come from, when a file says it: {"manifest": PATH} or with its
+        # "split"; kept by `split` and by a `subset` of every video, set by `load` (an index built from
+        # it checks and updates against that same source)
+        self.origin: dict[str, str] | None = None
 
     # --- container -------------------------------------------------------------------
     def add(self, video: Video) -> None:
@@ -181,16 +185,20 @@ class VideoTextDataset:
                 self.name, f"splits.{name}", f"no such split; available: {sorted(self.splits)}"
             )
         ids = self.splits[name]
-        return VideoTextDataset(
+        part = VideoTextDataset(
             f"{self.name}:{name}", (self.videos[i] for i in ids), {name: list(ids)}, self.root, self.meta
         )
+        part.origin = {**self.origin, "split": name} if self.origin and "split" not in self.origin else None
+        return part
 
     def subset(self, ids: Iterable[str], name: str | None = None) -> "VideoTextDataset":
         """A dataset of the given video ids, with every split restricted to them."""
         keep = [i for i in ids if i in self.videos]
         keep_set = set(keep)
         splits = {k: [i for i in v if i in keep_set] for k, v in self.splits.items()}
-        return VideoTextDataset(name or self.name, (self.videos[i] for i in keep), splits, self.root, self.meta)
+        part = VideoTextDataset(name or self.name, (self.videos[i] for i in keep), splits, self.root, self.meta)
+        part.origin = self.origin if keep_set == set(self.videos) else None
+        return part
 
     def carve_validation(
         self, source: str = "train", fraction: float | None = None, count: int | None = None,
@@ -213,6 +221,7 @@ class VideoTextDataset:
                 self.name, f"splits.{source}", f"cannot carve {count} validation videos from {len(ids)}"
             )
         held = set(random.Random(seed).sample(ids, count))
+        self.origin = None  # its splits are no longer those of a file
         self.splits[name] = [i for i in self.splits[source] if i in held]
         self.splits[source] = [i for i in self.splits[source] if i not in held]
         self.meta.setdefault("validation", {})[name] = {"from": source, "count": count, "seed": seed}
@@ -305,7 +314,9 @@ class VideoTextDataset:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise DataFormatError(path, None, f"not valid JSON: {exc}") from None
-        return cls.from_dict(data, path, root=path.parent.resolve())
+        dataset = cls.from_dict(data, path, root=path.parent.resolve())
+        dataset.origin = {"manifest": str(path.resolve())}
+        return dataset
 
 
 def _relative_to(path: Path, base: Path) -> str:

@@ -60,6 +60,32 @@ def read_source(source: str | os.PathLike | VideoTextDataset) -> VideoTextDatase
     return read_dataset("manifest" if source.suffix == ".json" else "folder", source)
 
 
+def source_record(source: str | os.PathLike | VideoTextDataset) -> dict[str, str] | None:
+    """Where the videos of a build come from, kept in the index (`meta["source"]`) so that `index check`
+    and `--update` compare it with that same source: a folder, a manifest, or a manifest's split (a
+    dataset read from a manifest knows its `origin`); None for videos no file names."""
+    if isinstance(source, VideoTextDataset):
+        return dict(source.origin) if source.origin else None
+    path = Path(source).resolve()
+    return {"manifest": str(path)} if path.suffix == ".json" else {"folder": str(path)}
+
+
+def recorded_source(meta: dict[str, Any]) -> tuple[str, Any] | None:
+    """(what to call it, what `read_source` takes) of the source an index records (`source_record`;
+    an index built before that records the folder its videos were in); None when it names none."""
+    record = meta.get("source")
+    if isinstance(record, dict) and record.get("manifest"):
+        manifest, split = Path(record["manifest"]), record.get("split")
+        label = f"{manifest} (split {split})" if split else str(manifest)
+        if not manifest.is_file():
+            return label, manifest  # gone: the caller says so
+        dataset = read_source(manifest)
+        return label, dataset.split(split) if split else dataset
+    if isinstance(record, dict) and record.get("folder"):
+        return record["folder"], Path(record["folder"])
+    return (str(meta["root"]), Path(meta["root"])) if meta.get("root") else None
+
+
 def fingerprint_videos(dataset: VideoTextDataset, entries: Sequence[Entry] = (),
                        sources: dict[str, dict] | None = None, progress: bool = False) -> dict[str, dict]:
     """Video id -> content fingerprint of its media file (`data.media_files.fingerprint`).
@@ -190,6 +216,7 @@ def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset,
         index = write_videos(model, index, todo, reader, build, out, store, collection, parts_folder(out, features_dir))
         added = {v.id for v in todo}  # the entry ids just written (`index_entries`)
     if dist.is_main():
+        index.meta["source"] = source_record(source)
         finish_index(index, build.plan, added, out)
     opens_elsewhere = dist.broadcast_object(index.multi_process if dist.is_main() else None)  # after rank 0 saved
     if dist.is_main():
@@ -260,7 +287,7 @@ def write_videos(model: IndexModel, index: IndexStore | None, todo: VideoTextDat
                 if d is not None]
         if dist.is_main():
             index = index if index is not None else create_index(model, dims[0], store, collection)
-            start_writing(index, todo, build.plan, out)
+            start_writing(index, todo, out)
         writer = dist.broadcast_object(index if dist.is_main() else None)  # a rank's own connection to it
         if embedding is not None:
             add_videos(model, index if dist.is_main() else writer, mine, embedding, build.fingerprints)
@@ -270,7 +297,7 @@ def write_videos(model: IndexModel, index: IndexStore | None, todo: VideoTextDat
     if not dist.is_main():
         return None
     index = index if index is not None else create_index(model, vector_dim(model, embedding), store, collection)
-    start_writing(index, todo, build.plan, out)
+    start_writing(index, todo, out)
     add_videos(model, index, todo, embedding, build.fingerprints)
     shutil.rmtree(parts, ignore_errors=True)
     return index
@@ -313,18 +340,18 @@ def vector_dim(model: IndexModel, embedding: Any) -> int:
 
 def create_index(model: IndexModel, dim: int, store: str, collection: str) -> IndexStore:
     """An empty index for the model's `dim`-d vectors, naming the run behind it; a fresh Milvus
-    build over an existing collection fills a staging collection (`publish` swaps it in)."""
+    build fills a new version of the collection (`publish` moves the alias onto it)."""
     index = new_index(dim, model.method_name, store, collection, staged=True)
     index.meta["run_dir"] = str(Path(model.run_dir).resolve())
     return index
 
 
-def start_writing(index: IndexStore, todo: VideoTextDataset, plan: IndexPlan, out: str | os.PathLike | None) -> None:
-    """Before the first row: the indexed folder (the HTTP API shows paths relative to it), and
-    the videos about to be written, for a store that writes in place (`mark_pending`)."""
+def start_writing(index: IndexStore, todo: VideoTextDataset, out: str | os.PathLike | None) -> None:
+    """Before the first row: the indexed folder (the HTTP API shows paths relative to it), and a
+    new version to write into for a store that serves one while it is written (`begin_writing`)."""
     if todo.root is not None:
         index.meta["root"] = os.path.abspath(todo.root)
-    index.mark_pending(plan.add, out)
+    index.begin_writing(out)
 
 
 def add_videos(model: IndexModel, index: IndexStore, dataset: VideoTextDataset, embedding: Any,
@@ -336,7 +363,8 @@ def add_videos(model: IndexModel, index: IndexStore, dataset: VideoTextDataset, 
 
 def finish_index(index: IndexStore, plan: IndexPlan, added: set[str], out: str | os.PathLike | None) -> IndexStore:
     """The last writes of a build or an update: the entries `plan` drops (those not just
-    re-added under the same id), a staging collection swapped in, the folder saved."""
+    re-added under the same id), the version written published (a Milvus alias moved), the
+    folder saved."""
     index.remove([i for i in plan.remove if i not in added])
     index.meta.pop("pending", None)
     index.publish()

@@ -1,7 +1,9 @@
 """`videotext index check INDEX [SOURCE]`: an index against its sources, changing nothing.
 
-It reads the folder whole (a damaged file is one error naming it: the vectors, entries and
-metadata are checked against each other as `open_store` loads them), looks for the run that
+It first checks every file of the folder against the digest recorded when it was written
+(`videotext.digests`: each damaged file is one line naming it and the way back), then reads the
+folder whole (the vectors, entries and metadata are checked against each other as `open_store`
+loads them), looks for the run that
 built it and for its exported query encoder, and compares the entries with the source's files
 (by their content fingerprints, as an update does, `plan_index`) to say what `index build
 --update` would add, encode again and drop. No file is written: not the index, not the feature
@@ -13,7 +15,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source
+from videotext.digests import check_tree
+from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source, recorded_source
 from videotext.search.index import open_store
 from videotext.search.live import published_version
 from videotext.search.query_encoder import QUERY_FOLDER, exported_encoder
@@ -33,13 +36,16 @@ class IndexReport:
     unchanged: int = 0  # videos whose entries an update keeps
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)  # one line per file that differs from its digest
 
     @property
     def current(self) -> bool:
         """No problem, and an update would change nothing."""
-        return not self.problems and self.plan is not None and not (self.plan.add or self.plan.remove)
+        return not self.problems and not self.damaged and self.plan is not None and not (self.plan.add or self.plan.remove)
 
     def lines(self) -> list[str]:
+        if self.damaged:  # the damaged files are said one line each (`damaged`); nothing else was read
+            return [f"{self.folder}: {len(self.damaged)} damaged files, version {self.version or 'not published'}"]
         out = [f"{self.folder}: {self.entries} entries of {self.videos} videos, model {self.model!r}, "
                f"version {self.version or 'not published'}"]
         out += [f"problem: {p}" for p in self.problems] + self.notes
@@ -56,8 +62,13 @@ class IndexReport:
 
 def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = None,
                 progress: bool = False) -> IndexReport:
-    """Check the index folder `folder` against `source` (default: the folder it was built from)."""
+    """Check the index folder `folder` against `source` (default: what it was built from, as it records
+    it: a folder, a manifest or a manifest's split, `search.build.recorded_source`)."""
     folder = Path(folder)
+    if folder.is_dir():
+        damaged = check_tree(folder).problems
+        if damaged:
+            return IndexReport(folder, published_version(folder), 0, 0, "", None, None, damaged=damaged)
     index = open_store(folder)
     entries = index.entries()
     report = IndexReport(folder, published_version(folder), len(entries), len({e.video_id for e in entries}),
@@ -71,16 +82,17 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
         report.problems.append(f"{folder / QUERY_FOLDER}: a damaged query encoder export; the next build writes it anew")
     elif exported_encoder(folder) is None:
         report.notes.append("no exported query encoder: a query loads torch (methods that re-score, or an older build)")
-    given = source if source is not None else index.meta.get("root")
-    if given is None:
-        report.notes.append("no source folder recorded (built from a manifest): pass SOURCE to compare")
+    recorded = (str(source), source) if source is not None else recorded_source(index.meta)
+    if recorded is None:
+        report.notes.append("no source recorded (built from videos no file names): pass SOURCE to compare")
         return report
-    if not Path(given).exists():
-        report.problems.append(f"the source {given} is not there")
+    label, given = recorded
+    if isinstance(given, (str, os.PathLike)) and not Path(given).exists():
+        report.problems.append(f"the source {label} is not there")
         return report
     dataset = read_source(given)
     prints = fingerprint_videos(dataset, entries, None, progress)
-    report.source = str(given)
+    report.source = label
     report.plan = plan_index(dataset, entries, prints, index.meta.get("pending", ()))
     kept = set(report.plan.keep)
     report.unchanged = len({e.video_id for e in entries if e.id in kept})

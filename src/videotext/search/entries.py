@@ -126,7 +126,7 @@ class IndexStore(Protocol):
 
     dim: int
     model: str  # the method whose vectors it holds
-    meta: dict  # free-form, saved with it (the run behind it, the indexed folder, pending videos)
+    meta: dict  # free-form, saved with it (the run behind it, the indexed folder, where it came from)
     part_names: tuple[str, ...]  # re-scoring parts every entry carries
     concurrent_inserts: bool  # several processes may insert at once (a Milvus server)
     multi_process: bool  # several processes may open it at once (not Milvus Lite)
@@ -142,6 +142,7 @@ class IndexStore(Protocol):
     def search_one(self, query: Any, k: int = 10, where: str | None = None) -> list[Hit]: ...
     def embeddings_for(self, ids: Sequence[str]) -> np.ndarray: ...
     def parts_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
-    def mark_pending(self, video_ids: Sequence[str], out: Any) -> None: ...  # before in-place writes
-    def publish(self) -> None: ...  # a staged build becomes the index it replaces
+    def begin_writing(self, out: Any = None) -> None: ...  # before the first row: a new version (Milvus)
+    def publish(self) -> None: ...  # the version written becomes the one served (Milvus: its alias moves)
+    def describe(self) -> dict[str, Any]: ...  # the store and what it serves (`/health`)
     def save(self, path: Any) -> Any: ...

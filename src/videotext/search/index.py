@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import json
 import math
 import os
@@ -59,6 +60,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import faiss
 import numpy as np
 
+from videotext.digests import BLOCK, DamagedFile, VerifyingReader, read_verified
 from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import atomic_path, write_json
 from videotext.search.entries import FORMAT, Entry, Hit, as_matrix
@@ -367,8 +369,12 @@ class Index:
     concurrent_inserts = False  # rows live in this process until `save`: one writer
     multi_process = True  # a saved folder opens in any number of processes
 
-    def mark_pending(self, video_ids: Sequence[str], out: str | os.PathLike | None) -> None:
-        """Nothing to record: no row reaches the folder before `save` replaces it whole."""
+    def begin_writing(self, out: str | os.PathLike | None = None) -> None:
+        """Nothing to start: no row reaches the folder before `save` replaces it whole."""
+
+    def describe(self) -> dict[str, Any]:
+        """The store (what `/health` shows)."""
+        return {"store": "faiss", "kind": self.kind}
 
     def publish(self) -> None:
         """Nothing to swap in: `save` replaces the folder atomically."""
@@ -382,14 +388,15 @@ class Index:
             raise VideoTextError(f"{target}: exists and is not a videotext index folder; refusing to overwrite it")
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        way_back = REBUILD.format(folder=target)  # recorded with each file's digest (`videotext.digests`)
         try:
-            with atomic_path(tmp / "index.faiss") as p:
+            with atomic_path(tmp / "index.faiss", way_back) as p:
                 faiss.write_index(self._faiss or faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), str(p))
-            with atomic_path(tmp / ENTRIES) as p:
+            with atomic_path(tmp / ENTRIES, way_back) as p:
                 write_entries(p, self._entries)
             if self.part_names:
                 labels = list(self._entries)
-                with atomic_path(tmp / "parts.npz") as p, open(p, "wb") as f:
+                with atomic_path(tmp / "parts.npz", way_back) as p, open(p, "wb") as f:
                     np.savez(f, __labels__=np.asarray(labels, np.int64),
                              **{name: np.stack([self._parts[label][name] for label in labels])
                                 for name in self.part_names})
@@ -404,7 +411,7 @@ class Index:
                     "ef_construction": self.ef_construction, "ef_search": self.ef_search,
                     "nprobe": self.nprobe, "compact_ratio": self.compact_ratio, "nlist": self.nlist,
                 },
-            })
+            }, way_back=way_back)
             if target.exists():  # swap: old aside, new in, old removed
                 for name in CARRIED:  # what the build exported beside the vectors stays with them
                     if (target / name).is_dir() and not (tmp / name).exists():
@@ -434,8 +441,9 @@ class Index:
             if not (folder / name).is_file() and not (name == ENTRIES and (folder / OLD_ENTRIES).is_file()):
                 raise DataFormatError(folder / name, None, "missing; not a videotext index folder (or an interrupted copy)")
         info_path = folder / "index.json"
+        way_back = REBUILD.format(folder=folder)
         try:
-            info = json.loads(info_path.read_text(encoding="utf-8"))
+            info = json.loads(read_verified(info_path, way_back).decode("utf-8"))
             if info.get("format") != FORMAT:
                 raise DataFormatError(info_path, "format", f"expected {FORMAT!r}, got {info.get('format')!r}")
             if not isinstance(info.get("version"), int) or info["version"] > VERSION:
@@ -449,19 +457,23 @@ class Index:
                 raise
             raise DataFormatError(info_path, None, f"corrupt index metadata ({err})") from None
         entries_path = folder / (ENTRIES if (folder / ENTRIES).is_file() else OLD_ENTRIES)  # version 1: JSON lines
-        for label, entry in (read_entries(entries_path) if entries_path.name == ENTRIES else read_entry_lines(entries_path)):
+        for label, entry in (read_entries(entries_path, way_back) if entries_path.name == ENTRIES
+                             else read_entry_lines(entries_path)):
             index._entries[label], index._labels[entry.id] = entry, label
         if len(index._labels) != len(index._entries):
             raise DataFormatError(entries_path, None, "the same id appears on several lines")
         if len(index) != count:
             raise DataFormatError(entries_path, None, f"{len(index)} entries but index.json says {count}")
-        index._load_parts(folder / "parts.npz", [str(p) for p in info.get("parts", [])])
+        index._load_parts(folder / "parts.npz", [str(p) for p in info.get("parts", [])], way_back)
         if count:
             faiss_path = folder / "index.faiss"
+            reader = VerifyingReader(faiss_path, way_back)  # hashes the bytes FAISS reads, as it reads them
             try:
-                index._faiss = faiss.read_index(str(faiss_path))
+                index._faiss = faiss.read_index(faiss.PyCallbackIOReader(reader.read, BLOCK))
             except RuntimeError as err:
+                reader.close()
                 raise DataFormatError(faiss_path, None, f"unreadable FAISS index ({str(err).splitlines()[0]})") from None
+            reader.finish()
             index._kind = info.get("kind")
             wrapped = isinstance(index._faiss, faiss.IndexIDMap2)
             if index._kind not in KINDS[1:] or wrapped != (index._kind in ("flat", "hnsw")):
@@ -478,11 +490,11 @@ class Index:
                 raise DataFormatError(faiss_path, None, f"holds {index._faiss.ntotal} vectors, inconsistent with {count} entries")
         return index
 
-    def _load_parts(self, path: Path, names: list[str]) -> None:
+    def _load_parts(self, path: Path, names: list[str], way_back: str) -> None:
         if not names:
             return
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with np.load(io.BytesIO(read_verified(path, way_back)), allow_pickle=False) as data:
                 labels = data["__labels__"].tolist()
                 arrays = {name: data[name] for name in names}
         except (OSError, KeyError, ValueError) as err:
@@ -538,14 +550,16 @@ def _entry(id: str, path: str | None, start: float | None, end: float | None, vi
     return entry
 
 
-def read_entries(path: Path) -> list[tuple[int, Entry]]:
-    """(label, entry) pairs of an entries.parquet written by `write_entries`."""
+def read_entries(path: Path, way_back: str | None = None) -> list[tuple[int, Entry]]:
+    """(label, entry) pairs of an entries.parquet written by `write_entries` (checked against its
+    digest as it is read)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     columns = ["label", "id", "path", "start", "end", "video_id", "meta"]
+    data = read_verified(path, way_back)
     try:
-        with pq.ParquetFile(path) as handle:  # read_table would import pyarrow.dataset and pandas (0.5 s)
+        with pq.ParquetFile(pa.BufferReader(data)) as handle:  # read_table would import pyarrow.dataset and pandas (0.5 s)
             table = handle.read(columns=columns)
         data = {name: table.column(name).to_pylist() for name in columns}
         metas = data["meta"]
@@ -580,7 +594,9 @@ def open_store(path: str | os.PathLike) -> "Index | MilvusIndex":
     info_path = Path(path) / "index.json"
     if info_path.is_file():
         try:
-            settings = json.loads(info_path.read_text(encoding="utf-8"))
+            settings = json.loads(read_verified(info_path, REBUILD.format(folder=Path(path))).decode("utf-8"))  # names where it is now
+        except DamagedFile:
+            raise
         except (OSError, ValueError):
             settings = {}
         if isinstance(settings, dict) and settings.get("store") == MILVUS_STORE:
@@ -588,6 +604,8 @@ def open_store(path: str | os.PathLike) -> "Index | MilvusIndex":
     with _gc_paused():  # 10^6 new Entry objects would set off ~100 full collections: 2.3x slower
         try:
             return Index._load(Path(path))
+        except DamagedFile:  # its line already names the way back
+            raise
         except DataFormatError as exc:  # a damaged file: the one line names it and the way back
             raise DataFormatError(exc.path, exc.key, f"{exc.problem}; {REBUILD.format(folder=path)}") from None
 
@@ -617,6 +635,8 @@ def _open_milvus(path: Path, settings: dict) -> "MilvusIndex":
     try:
         with _quiet("pymilvus", "milvus_lite"):  # their loggers print the same error as a traceback
             return MilvusIndex.from_settings(settings)
+    except DamagedFile:
+        raise
     except DataFormatError as exc:
         raise DataFormatError(exc.path, exc.key, f"{exc.problem}; {remedy}") from None
     except VideoTextError:

@@ -4,7 +4,8 @@ background and swapped in between requests, so a request is answered from one ve
 A build marks its folder complete by writing `published.json` last: after the vectors, the
 entries, the exported query encoder and the text channels (`--speech`, `--text`). A FAISS
 folder is replaced whole by a rename (`Index.save`), and the new folder carries no marker until
-its build has written everything, so a version is never seen half written. `LiveIndex` polls the
+its build has written everything, so a version is never seen half written; a Milvus folder names
+the collection its build put behind the alias, and each version opens pinned to it (`search.milvus`). `LiveIndex` polls the
 marker; when it names another version it opens that folder (its store, text channels and query
 side) beside the one being served, checks that the marker did not move while
 it read, and swaps one reference. Each request takes that reference once (`snapshot`) and reads

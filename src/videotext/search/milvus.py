@@ -8,15 +8,23 @@ enough, Milvus shards and replicates the collection itself; this module builds n
     milvus:PATH.db                      Milvus Lite, embedded (tests, laptops); one writer
     http://HOST:19530 (or https://)     a Milvus standalone or distributed server
 
-One collection per index (`--collection`, default "videotext"). Its schema: the entry id
+Published through an alias (`--collection`, default "videotext"): clients search the alias; each
+version of the index is a collection of its own, `<alias>__v<N>`. A build (fresh, or an update, which
+first copies the version it updates) writes a new collection and moves the alias onto it in one call
+(`alter_alias`) when it is whole, so no search ever finds the name missing or a version half written.
+The version it replaced is marked retired and dropped by a later build once `RETIRE_GRACE` seconds
+have passed, so a served snapshot still reading it (`search.live`) has time to move to the new one.
+An index folder pins the collection it was saved with, beside the alias. Each version's schema: the entry id
 (primary key), the L2-normalised float32 vector (inner product = cosine), the entry's
 metadata as scalar fields that filters can use (path, video_id, start, end, duration, hash,
 dataset, split, tags; nullable where an entry has none) and the rest of `Entry.meta` as JSON.
 Methods that re-score a shortlist keep their per-entry parts as a compressed npz string.
 Exact search uses a FLAT index; `kind="hnsw"` / `"ivf"` select Milvus's HNSW / IVF_FLAT.
 
-The folder given to `index build -o` keeps only index.json, which names the store, the URI
-and the collection; `open_store(folder)` (`search.index`) hands back a `MilvusIndex` from it.
+The folder given to `index build -o` keeps only index.json, which names the store, the URI,
+the alias and the collection behind it; `open_store(folder)` (`search.index`) hands back a
+`MilvusIndex` from it. A collection made before aliases (named as the alias itself) is replaced,
+once, by its first build: dropped, then its name given to the alias.
 """
 from __future__ import annotations
 
@@ -24,6 +32,8 @@ import base64
 import io
 import math
 import os
+import re
+import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -44,7 +54,9 @@ MAX_STRING = 4096  # characters of a path or an id
 MAX_PARTS = 65_535  # Milvus's longest VARCHAR: re-scoring parts of one entry, npz, base64
 MILVUS_KINDS = {"auto": "FLAT", "flat": "FLAT", "hnsw": "HNSW", "ivf": "IVF_FLAT"}
 PROPERTY_FORMAT, PROPERTY_MODEL = "videotext.format", "videotext.model"  # collection properties
-BUILDING, STAGED = "__building", "__staged"  # suffixes of a fresh build's collection (`publish`)
+PROPERTY_RETIRED = "videotext.retired"  # when the alias moved off a version (seconds since the epoch)
+VERSION_SUFFIX = "__v"  # a version's collection: <alias>__v<N>
+RETIRE_GRACE = 600.0  # seconds a retired version is kept for the readers still on it (a served snapshot)
 BATCH = 2_000  # rows per insert / query call (a gRPC message stays far below its size limit)
 
 
@@ -92,28 +104,35 @@ class MilvusIndex:
     store = STORE
 
     def __init__(self, location: str, dim: int, model: str = "", collection: str = DEFAULT_COLLECTION,
-                 kind: str = "auto", *, token: str | None = None, create: bool = True, staged: bool = False):
+                 kind: str = "auto", *, token: str | None = None, create: bool = True, staged: bool = False,
+                 pinned: str | None = None):
+        """The index published as `collection` (an alias) at `location`: the version behind it, or the
+        collection `pinned` names (an index folder's own). `staged`: a fresh build, written into a new
+        version that `publish` puts behind the alias. `create`: with no version yet, make the first."""
         if not isinstance(dim, int) or dim <= 0:
             raise VideoTextError(f"index dim must be a positive integer, got {dim!r}")
         if kind not in MILVUS_KINDS:
             raise VideoTextError(f"index kind {kind!r} is not offered by the Milvus store; "
                                  f"expected one of {', '.join(MILVUS_KINDS)}")
-        self.location, self.dim, self.model, self.collection = str(location), dim, model, collection
+        self.location, self.dim, self.model, self.alias = str(location), dim, model, collection
         self.requested_kind = kind
         self.meta: dict[str, Any] = {}
         self.part_names: tuple[str, ...] = ()
-        self.final: str | None = None  # set while a fresh build fills a staging collection
+        self.writable = False  # True for a version this object made and has not published: written in place
+        self.opened: str | None = None  # the version this object read before it started its own
         self._client = connect(self.location, token)
-        self._finish_publish(collection)
-        if staged and self._client.has_collection(collection):  # a fresh build over an existing one
-            self.final, self.collection = collection, collection + BUILDING
-            self._drop(self.collection)  # what a failed build left
-            self._create_collection()
-        elif self._client.has_collection(collection):
+        served = pinned if pinned is not None and self._client.has_collection(pinned) else self.target()
+        if staged:
+            self.collection = served or self.alias
+            self._new_version()
+        elif served is not None:
+            self.collection = served
             self._check_collection()
-            self._load(collection)
-        elif create:
-            self._create_collection()
+            self._load(served)
+        elif create:  # nothing there yet: the first version, published empty at once
+            self._new_version()
+            self.publish()
+            self.writable = True
         else:
             raise VideoTextError(f"Milvus at {self.location} has no collection {collection!r}")
 
@@ -129,46 +148,78 @@ class MilvusIndex:
         """False for Milvus Lite, whose file one process holds; True for a server."""
         return self.concurrent_inserts
 
-    def mark_pending(self, video_ids: Sequence[str], out: str | os.PathLike | None) -> None:
-        """Before rows are written into the collection in place (an update, not a staged build),
-        name the videos being written in the folder's index.json: an update that dies half-way
-        leaves them listed, and the next update encodes them again."""
-        if self.final is None and out is not None:
-            self.meta["pending"] = list(video_ids)
-            self.save(out)
+    def begin_writing(self, out: str | os.PathLike | None = None) -> None:
+        """Before the first row of an update: a new version, a copy of the one served, that the rows
+        go into; the served version is never written in place (`publish` swaps them)."""
+        if not self.writable:
+            self._new_version(copy=True)
 
     def __reduce__(self) -> tuple:
-        """Pickled as its settings and the collection being written (a staging one included):
-        another process unpickles a connection of its own to the same collection."""
-        return _reopen, ({**self.settings(), "collection": self.collection}, self.final)
+        """Pickled as its settings and the version being written: another process unpickles a
+        connection of its own to the same collection."""
+        return _reopen, (self.settings(), self.writable)
+
+    def describe(self) -> dict[str, Any]:
+        """The store, the alias clients search and the collection behind it (what `/health` shows)."""
+        return {"store": STORE, "alias": self.alias, "collection": self.collection}
+
+    def target(self) -> str | None:
+        """The collection the alias names now: None when there is none, the alias itself for a
+        collection made before aliases."""
+        if self.alias in self._client.list_aliases().get("aliases", []):
+            return str(self._client.describe_alias(self.alias)["collection_name"])
+        return self.alias if self._client.has_collection(self.alias) else None
 
     def publish(self) -> None:
-        """Make a fresh build's staging collection the collection it replaces. The complete
-        build is first renamed to `<name>__staged`; then the old collection is dropped and the
-        staged one takes its name. Until the drop, the old collection answers searches; a crash
-        after it is finished by the next open (`_finish_publish`)."""
-        if self.final is None:
+        """Put the version written by this object behind the alias, in one call (`alter_alias`). The
+        version it replaces is marked retired (`RETIRE_GRACE`); versions retired longer ago, and
+        versions a killed build left unpublished, are dropped. No-op when nothing was written."""
+        if not self.writable:
             return
         self._client.flush(self.collection)
-        self._drop(self.final + STAGED)
-        self._client.rename_collection(self.collection, self.final + STAGED)
-        self._drop(self.final)
-        self.collection, self.final = self.final + STAGED, None
-        self._finish_publish(self.collection[: -len(STAGED)])
+        before = self.target()
+        now = str(time.time())
+        for name in {before, self.opened} - {None, self.alias, self.collection}:
+            self._client.alter_collection_properties(name, properties={PROPERTY_RETIRED: now})
+        if before == self.alias:  # a collection made before aliases holds the name: replaced once
+            self._client.drop_collection(self.alias)
+            before = None
+        if before is None:
+            self._client.create_alias(self.collection, self.alias)
+        else:
+            self._client.alter_alias(self.collection, self.alias)
+        self.writable, self.opened = False, None
+        self._drop_old_versions()
 
-    def _finish_publish(self, collection: str) -> None:
-        """A publish interrupted between the drop and the rename: give the staged build its name."""
-        if not self._client.has_collection(collection) and self._client.has_collection(collection + STAGED):
-            self._client.rename_collection(collection + STAGED, collection)
-            self._load(collection)
-            self.collection = collection
+    def _new_version(self, copy: bool = False) -> None:
+        """Start writing a new version `<alias>__v<N>`: empty, or (`copy`) with every row of the one
+        this object reads. Versions a killed build left unpublished go first."""
+        self._drop_old_versions()
+        numbers = [int(m.group(1)) for name in self._client.list_collections()
+                   if (m := re.fullmatch(re.escape(self.alias + VERSION_SUFFIX) + r"(\d+)", name))]
+        source = self.collection if copy else None
+        self.collection = f"{self.alias}{VERSION_SUFFIX}{max(numbers, default=0) + 1}"
+        self._create_collection()
+        if source is not None:
+            for rows in self._iterate(source, ["vector", *FILTER_FIELDS, "meta", "parts"]):
+                self._client.insert(self.collection, rows)
+        self.opened, self.writable = source, True
 
-    def _drop(self, name: str) -> None:
-        if self._client.has_collection(name):
-            self._client.drop_collection(name)
+    def _drop_old_versions(self) -> None:
+        """Drop this alias's versions that nobody needs: unpublished ones (a killed build's) and those
+        retired more than RETIRE_GRACE seconds ago; never the one behind the alias, nor the ones this
+        object reads or writes."""
+        keep = {self.target(), getattr(self, "collection", None), self.opened}
+        ours = re.compile(re.escape(self.alias) + r"__(v\d+|building|staged)")  # versions; a staged build's before aliases
+        for name in self._client.list_collections():
+            if name in keep or not ours.fullmatch(name):
+                continue
+            retired = (self._client.describe_collection(name).get("properties") or {}).get(PROPERTY_RETIRED)
+            if retired is None or time.time() - float(retired) > RETIRE_GRACE:
+                self._client.drop_collection(name)
 
     def _load(self, name: str) -> None:
-        """Load a collection into memory for search (a renamed or reopened one may be released)."""
+        """Load a collection into memory for search (a reopened one may be released)."""
         state = str(self._client.get_load_state(name).get("state", ""))
         if "Loaded" not in state or "NotLoad" in state:
             self._client.load_collection(name)
@@ -236,12 +287,12 @@ class MilvusIndex:
 
     def entries(self) -> list[Entry]:
         out = []
-        for rows in self._iterate([*FILTER_FIELDS, "meta"]):
+        for rows in self._iterate(self.collection, [*FILTER_FIELDS, "meta"]):
             out += [_entry(row) for row in rows]
         return out
 
-    def _iterate(self, fields: list[str]) -> Iterable[list[dict]]:
-        iterator = self._client.query_iterator(self.collection, batch_size=BATCH, filter="", output_fields=["id", *fields])
+    def _iterate(self, collection: str, fields: list[str]) -> Iterable[list[dict]]:
+        iterator = self._client.query_iterator(collection, batch_size=BATCH, filter="", output_fields=["id", *fields])
         try:
             while rows := iterator.next():
                 yield rows
@@ -265,12 +316,15 @@ class MilvusIndex:
             self.part_names = tuple(sorted(part_arrays))
         rows = [_row(entry, vector, {n: a[i] for n, a in part_arrays.items()})
                 for i, (entry, vector) in enumerate(zip(entries, vectors))]
+        if rows:
+            self.begin_writing()
         for start in range(0, len(rows), BATCH):
             self._client.upsert(self.collection, rows[start : start + BATCH])
 
     def remove(self, ids: Iterable[str]) -> int:
         ids = [i for i in dict.fromkeys(ids) if i in self]
         if ids:
+            self.begin_writing()
             self._client.delete(self.collection, ids=ids)
         return len(ids)
 
@@ -312,28 +366,34 @@ class MilvusIndex:
 
     # ---- persistence ------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the index folder: index.json naming the store, the URI and the collection
-        (the data lives in Milvus; a Milvus Lite file keeps its own path)."""
+        """Write the index folder: index.json naming the store, the URI, the alias and the version
+        behind it (the data lives in Milvus; a Milvus Lite file keeps its own path). A version this
+        object wrote is published first."""
         target = Path(path)
         if target.exists() and not target.is_dir():
             raise VideoTextError(f"{target}: exists and is not an index folder; refusing to overwrite it")
+        self.publish()
         self._client.flush(self.collection)
         target.mkdir(parents=True, exist_ok=True)
-        # atomic: the folder names the old store or the new one; the count lets an open see lost rows
-        write_json(target / "index.json", {**self.settings(), "count": len(self)})
+        # atomic: the folder names the old version or the new one; the count lets an open see lost rows
+        write_json(target / "index.json", {**self.settings(), "count": len(self)},
+                   way_back=f"rebuild the index with `videotext index build RUN SOURCE -o {target} --store {self.location}`")
         return target
 
     def settings(self) -> dict[str, Any]:
-        """What index.json records: the store, the URI, the collection and the index settings."""
-        return {"format": FORMAT, "store": STORE, "location": self.location, "collection": self.collection,
-                "dim": self.dim, "model": self.model, "kind": self.requested_kind,
+        """What index.json records: the store, the URI, the alias, the version behind it and the
+        index settings."""
+        return {"format": FORMAT, "store": STORE, "location": self.location, "collection": self.alias,
+                "version": self.collection, "dim": self.dim, "model": self.model, "kind": self.requested_kind,
                 "part_names": list(self.part_names), "meta": self.meta}
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], token: str | None = None) -> "MilvusIndex":
+        """The index an index.json names, pinned to the version it was saved with (while that version
+        is kept: `RETIRE_GRACE`), else the one behind the alias."""
         index = cls(settings["location"], int(settings["dim"]), settings.get("model", ""),
                     settings.get("collection", DEFAULT_COLLECTION), settings.get("kind", "auto"), token=token,
-                    create=False)
+                    create=False, pinned=settings.get("version"))
         index.meta = dict(settings.get("meta") or {})
         index.part_names = tuple(settings.get("part_names") or ())
         # rows lost (Milvus Lite fell back to an older manifest) or added by another program; an update
@@ -348,10 +408,11 @@ class MilvusIndex:
         self._client.close()
 
 
-def _reopen(settings: dict[str, Any], final: str | None) -> MilvusIndex:
-    """A `MilvusIndex` unpickled in another process (`MilvusIndex.__reduce__`)."""
+def _reopen(settings: dict[str, Any], writable: bool) -> MilvusIndex:
+    """A `MilvusIndex` unpickled in another process (`MilvusIndex.__reduce__`): the version it was
+    writing, written in place."""
     index = MilvusIndex.from_settings(settings)
-    index.final = final
+    index.writable = writable
     return index
 
 

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from videotext.digests import DamagedFile, problem_of, read_verified
 from videotext.errors import DataFormatError
 from videotext.search.shortlist import ranked
 
@@ -58,18 +59,23 @@ class ExportedTextEncoder:
         self.folder = Path(folder)
         meta_path = self.folder / META_FILE
         try:
-            self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+            self.meta: dict[str, Any] = json.loads(read_verified(meta_path, REMEDY).decode("utf-8"))
+        except DamagedFile:
+            raise
         except (OSError, ValueError) as exc:
             raise DataFormatError(meta_path, None, f"cannot be read ({exc}); {REMEDY}") from None
         if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
             raise DataFormatError(meta_path, "format", f"is not a {FORMAT} description; {REMEDY}")
+        try:  # each file checked against its digest as it is read (`videotext.digests`)
+            tokenizer, graph = (read_verified(self.folder / name, REMEDY) for name in (TOKENIZER_FILE, MODEL_FILE))
+        except OSError as exc:
+            raise DataFormatError(self.folder, None, f"exported text encoder cannot be read ({exc}); {REMEDY}") from None
         try:
-            self.tokenizer = Tokenizer.from_file(str(self.folder / TOKENIZER_FILE))
+            self.tokenizer = Tokenizer.from_str(tokenizer.decode("utf-8"))
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = max(1, int(threads))  # a query is a few tokens: one thread
             options.inter_op_num_threads = 1
-            self.session = onnxruntime.InferenceSession(str(self.folder / MODEL_FILE), options,
-                                                        providers=["CPUExecutionProvider"])
+            self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime and tokenizers raise their own types for bad files
             raise DataFormatError(self.folder, None, f"exported text encoder cannot be loaded "
                                                      f"({' '.join(str(exc).split())[:200]}); {REMEDY}") from None
@@ -105,14 +111,15 @@ class ExportedTextEncoder:
 
 def export_is_current(folder: str | os.PathLike, source: str) -> bool:
     """Whether `folder` holds a whole export of the weights `source` names: its description
-    readable, made from them, and its graph as many bytes as were written."""
+    readable, made from them, its graph as many bytes as were written, no file damaged."""
     folder = Path(folder)
     try:
         meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
         size = (folder / MODEL_FILE).stat().st_size
     except (OSError, ValueError):
         return False
-    return isinstance(meta, dict) and meta.get("source") == source and meta.get("model_bytes") == size
+    return (isinstance(meta, dict) and meta.get("source") == source and meta.get("model_bytes") == size
+            and not any(problem_of(folder / name) for name in (META_FILE, TOKENIZER_FILE, MODEL_FILE)))
 
 
 def exported_encoder(folder: str | os.PathLike, name: str = QUERY_FOLDER) -> ExportedTextEncoder | None:

@@ -26,10 +26,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from videotext import digests
 from videotext.cache import cache_folder
+from videotext.io import write_json
 from videotext.openclip.tokenization import fast_bpe_tokenizer
 from videotext.search.index import _link_or_copy
-from videotext.search.query_encoder import (FORMAT, META_FILE, MODEL_FILE, QUERY_FOLDER, SENTENCE_FOLDER,
+from videotext.search.query_encoder import (FORMAT, META_FILE, MODEL_FILE, QUERY_FOLDER, REMEDY, SENTENCE_FOLDER,
                                             TOKENIZER_FILE, ExportedTextEncoder, export_is_current)
 
 MIN_COSINE = 0.9999  # the exported graph against torch on CHECK_TEXTS, else it is not written
@@ -131,6 +133,8 @@ def _write(folder: Path, module: nn.Module, encoder: Any, dim: int, source: str,
             **({"clean": clean} if clean else {}), **({"rescore": rescore} if rescore else {}),
             **({"batch": 1, "length": int(encoder.max_tokens)} if one_by_one else {}),
         }, indent=1), encoding="utf-8")
+        for name in (MODEL_FILE, TOKENIZER_FILE, META_FILE):  # checked as the folder is read (`videotext.digests`)
+            digests.record(tmp / name, REMEDY)
         exported = ExportedTextEncoder(tmp).outputs(list(CHECK_TEXTS))
         for name, expected in zip(outputs, reference):
             got = exported[name]
@@ -218,7 +222,7 @@ def _cached_at(folder: Path, stamp: str, make: Callable[[Path], Path]) -> Path:
         make(folder)
         written = json.loads(meta.read_text(encoding="utf-8"))
         written["source"] = stamp
-        meta.write_text(json.dumps(written, indent=1), encoding="utf-8")
+        write_json(meta, written, way_back=REMEDY)
     return folder
 
 

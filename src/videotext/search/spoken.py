@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import json
 import os
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from videotext.digests import read_verified
 from videotext.errors import VideoTextError
 from videotext.io import atomic_open, read_json_lines
 from videotext.search.entries import Entry, Hit
@@ -121,9 +123,10 @@ class SpokenIndex:
         written atomically)."""
         path = Path(folder) / LINE_FILES[self.channel]
         vectors = self.line_vectors() if self.lines else np.zeros((0, 0), np.float32)
-        with atomic_open(path.with_suffix(".npy"), "wb") as handle:
+        way_back = lines_way_back(self.channel, folder)
+        with atomic_open(path.with_suffix(".npy"), "wb", way_back) as handle:
             np.save(handle, vectors)
-        with atomic_open(path, "w", encoding="utf-8") as handle:
+        with atomic_open(path, "w", way_back, encoding="utf-8") as handle:
             for line in self.lines:
                 record = dataclasses.asdict(line)
                 if record["box"] is None:
@@ -137,8 +140,10 @@ class SpokenIndex:
         path = Path(folder) / LINE_FILES[channel]
         if not path.is_file():
             return None
-        lines = [SaidLine(**record) for record in read_json_lines(path)]
-        vectors = np.load(path.with_suffix(".npy")) if path.with_suffix(".npy").is_file() else None
+        way_back = lines_way_back(channel, folder)
+        lines = [SaidLine(**record) for record in read_json_lines(path, way_back)]
+        vectors_path = path.with_suffix(".npy")
+        vectors = np.load(io.BytesIO(read_verified(vectors_path, way_back))) if vectors_path.is_file() else None
         spoken = cls(lines, vectors, channel)
         spoken.folder = Path(folder)
         return spoken
@@ -213,6 +218,13 @@ class SpokenIndex:
                 matched["box"] = line.box
             hits.append(_hit(entry, float(self.last_scores[row]), rank, {**entry.meta, self.channel: matched}))
         return hits
+
+
+def lines_way_back(channel: str, folder: str | os.PathLike) -> str:
+    """What a user does about a damaged file of the `channel` lines of the index `folder`."""
+    flag = "--speech" if channel == "said" else "--text"
+    return (f"build the index again with {flag} (`videotext index build RUN SOURCE -o {folder} --update {flag}`: "
+            f"the lines already read are reused)")
 
 
 def _torch_sentences() -> Any:

@@ -8,10 +8,12 @@ A checkpoint folder is written beside its final place (its files synced to disk)
 it, so a crash leaves the previous checkpoint intact and never a half-written one: a kill between
 setting the old folder aside and renaming the new one in is undone at the next read
 (`recover_checkpoint`). A file that is there but cannot be read is a `DataFormatError` naming it
-and the way back.
+and the way back; each file's digest is recorded beside it as it is written and checked as it is
+read (`videotext.digests`), so damage that still parses is caught too.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -24,6 +26,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from videotext import digests
 from videotext.errors import DataFormatError, VideoTextError
 
 WEIGHTS = "model.safetensors"
@@ -56,6 +59,8 @@ def save_checkpoint(folder: str | Path, model: torch.nn.Module, meta: dict[str, 
         if state is not None:
             torch.save(state, tmp / STATE)
         (tmp / META).write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
+        for path in list(tmp.iterdir()):
+            digests.record(path, way_back(folder))
         for path in tmp.iterdir():
             _fsync(path)
         old = folder.with_name(f".{folder.name}.old")
@@ -88,15 +93,17 @@ def recover_checkpoint(folder: str | Path) -> Path:
     return folder
 
 
+def way_back(folder: Path) -> str:
+    """What a user does about a damaged file of the checkpoint `folder`."""
+    other = "last" if folder.name == "best" else "best"
+    return (f"restore {folder} from a copy, use the other checkpoint (`--checkpoint {other}`), or train the run "
+            f"again (`videotext train CONFIG -o {folder.parent.parent}`)")
+
+
 def damaged(path: Path, exc: BaseException) -> DataFormatError:
     """A checkpoint file that is there but cannot be read: the error names it and the way back."""
-    folder = path.parent
-    run_dir = folder.parent.parent
-    other = "last" if folder.name == "best" else "best"
     return DataFormatError(path, None, f"damaged checkpoint file, cannot be read ({type(exc).__name__}: "
-                           f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); restore {folder} from a "
-                           f"copy, use the other checkpoint (`--checkpoint {other}`), or train the run again "
-                           f"(`videotext train CONFIG -o {run_dir}`)")
+                           f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); {way_back(path.parent)}")
 
 
 def load_weights(folder: str | Path, model: torch.nn.Module, strict: bool = True) -> dict[str, list[str]]:
@@ -110,6 +117,7 @@ def read_weights(folder: str | Path) -> dict[str, torch.Tensor]:
     path = recover_checkpoint(folder) / WEIGHTS
     if not path.is_file():
         raise VideoTextError(f"{path}: checkpoint weights not found")
+    digests.verify_file(path, way_back(path.parent))  # the whole file, once per process: it is mapped, not read
     try:
         return load_file(str(path))
     except Exception as exc:  # safetensors' header and size checks: truncated, zeroed or garbage
@@ -120,8 +128,9 @@ def load_state(folder: str | Path) -> dict[str, Any]:
     path = recover_checkpoint(folder) / STATE
     if not path.is_file():
         raise VideoTextError(f"{path}: training state not found (cannot resume from this checkpoint)")
+    data = digests.read_verified(path, way_back(path.parent))
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)  # our own file
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)  # our own file
     except Exception as exc:  # a zip archive cut short, zeroed or replaced: torch raises several types
         raise damaged(path, exc) from None
 
@@ -130,8 +139,9 @@ def load_meta(folder: str | Path) -> dict[str, Any]:
     path = recover_checkpoint(folder) / META
     if not path.is_file():
         raise VideoTextError(f"{path}: checkpoint metadata not found")
+    data = digests.read_verified(path, way_back(path.parent))
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise damaged(path, exc) from None
     if not isinstance(meta, dict):

@@ -21,7 +21,6 @@ processes. See `videotext.distributed`.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from pathlib import Path
@@ -37,7 +36,8 @@ from videotext.data.run_data import RunData
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import metric_directions
 from videotext.eval.protocols import evaluate_split
-from videotext.io import read_json_lines, write_json
+from videotext.digests import json_line
+from videotext.io import atomic_open, read_json_lines, write_json
 from videotext.models.base import Method
 from videotext.models.registry import build_method
 from videotext.runtime import (network_precision, pin_batch, resolve_device, resolve_precision, retain_freed_memory,
@@ -502,16 +502,18 @@ class MetricsLog:
 
     def __init__(self, run_dir: Path, keep_lines: int | None = 0, purge_step: int | None = None):
         self.path = run_dir / "metrics.jsonl"
-        existing = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+        existing = self.path.read_bytes().split(b"\n") if self.path.exists() else []
+        existing = existing[:-1] if existing and not existing[-1] else existing
         if keep_lines is not None:
             existing = existing[:keep_lines]
-            self.path.write_text("".join(line + "\n" for line in existing), encoding="utf-8")
+            with atomic_open(self.path, "wb") as handle:  # cut back whole or not at all: a kill keeps the old log
+                handle.writelines(line + b"\n" for line in existing)
         self.lines = len(existing)
-        self.handle = open(self.path, "a", encoding="utf-8")
+        self.handle = open(self.path, "ab")
         self.tb = _tensorboard(run_dir / "tb", purge_step)
 
     def write(self, entry: dict[str, Any]) -> None:
-        self.handle.write(json.dumps(entry, default=float) + "\n")
+        self.handle.write(json_line(entry, default=float))  # with its digest (`videotext.digests`)
         self.handle.flush()
         self.lines += 1
         if self.tb is not None:

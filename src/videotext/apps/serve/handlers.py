@@ -11,7 +11,7 @@ meanwhile never mixes into one answer.
                             like it; decoded from a temporary file deleted before the answer
     GET /thumbnail/{id}     a JPEG frame from the clip's start (cached in memory)
     GET /video/{id}         the indexed file, with HTTP range requests (206) so browsers seek
-    GET /health             liveness, what is indexed and the version served
+    GET /health             liveness, what is indexed, the version served and the store behind it
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def health(request: Request) -> Health:
     snap = service(request).snapshot
     index = snap.index
     return Health(status="ok", entries=len(index), model=index.model, dim=index.dim, kind=index.kind,
-                  version=snap.version)
+                  version=snap.version, store=index.describe())
 
 
 def search(

@@ -51,6 +51,7 @@ class Health(BaseModel):
     dim: int
     kind: str
     version: str  # the published version of the index folder being served (`videotext.search.live`)
+    store: dict[str, Any] = {}  # the store and what it serves: a Milvus alias and the collection behind it
 
 
 class Problem(BaseModel):

@@ -17,7 +17,6 @@ audio stream, with no speech in it, or with a subtitle file that cannot be read 
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from videotext.data.schema import Segment
 from videotext.data.speech.recognize import SAMPLE_RATE, Line, SpeechEngine, speech_engine
 from videotext.data.speech.subtitles import SubtitleError, read_subtitles, sidecar_subtitles
 from videotext.data.video import read_audio
+from videotext.digests import json_line
 from videotext.errors import VideoDecodeError, VideoTextError
 from videotext.io import FailureLog, append_json_line, atomic_open, file_lock, read_json_lines
 
@@ -61,6 +61,12 @@ class Transcript:
                    record.get("mtime_ns"))
 
 
+def way_back(folder: str | os.PathLike) -> str:
+    """What a user does about a damaged `transcripts.jsonl` or `onscreen.jsonl` in `folder`."""
+    return (f"delete it and run the same command again: the videos are transcribed (or read on screen) anew into "
+            f"{folder}, the other features kept")
+
+
 class TranscriptStore:
     """`transcripts.jsonl` of a feature folder (or another `name`: `onscreen.jsonl` holds the text read
     on screen, `videotext.data.ocr.reader`): the latest line of each video wins."""
@@ -73,9 +79,7 @@ class TranscriptStore:
     def all(self) -> dict[str, Transcript]:
         if self._by_key is None:
             self._by_key = {}
-            remedy = (f"delete it and run the same command again: the videos are transcribed (or read on screen) "
-                      f"anew into {self.folder}, the other features kept")
-            for record in read_json_lines(self.path, remedy):
+            for record in read_json_lines(self.path, way_back(self.folder)):
                 if isinstance(record, dict) and "key" in record:
                     self._by_key[record["key"]] = Transcript.from_dict(record)
         return self._by_key
@@ -94,9 +98,9 @@ class TranscriptStore:
         """Rewrite the file with one line per video (atomically)."""
         if not self.path.exists():
             return
-        with file_lock(self.folder / f".{self.path.name}.lock"), atomic_open(self.path, "w", encoding="utf-8") as out:
+        with file_lock(self.folder / f".{self.path.name}.lock"), atomic_open(self.path, "wb") as out:
             for transcript in self.all().values():
-                out.write(json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n")
+                out.write(json_line(transcript.to_dict()))
 
 
 def file_stamp(path: Path) -> tuple[int | None, int | None]:
