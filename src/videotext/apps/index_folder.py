@@ -175,9 +175,8 @@ def export_query_side(model: Any, folder: str | os.PathLike) -> str:
     if export_is_current(target, stamp):
         return done
     try:
-        cache = model.checkpoint / QUERY_FOLDER if model.checkpoint is not None else None  # beside the weights
         query_export.export_query_encoder(model.fp32_cpu_method(), folder, rescores=model.rescores, source=stamp,
-                                          cache=cache)
+                                          cache=model.export_cache)  # beside the weights
         return done
     except (RuntimeError, OSError, ValueError, ImportError) as exc:  # the index works without it
         shutil.rmtree(target, ignore_errors=True)

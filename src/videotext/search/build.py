@@ -315,7 +315,7 @@ def create_index(model: IndexModel, dim: int, store: str, collection: str) -> In
     """An empty index for the model's `dim`-d vectors, naming the run behind it; a fresh Milvus
     build over an existing collection fills a staging collection (`publish` swaps it in)."""
     index = new_index(dim, model.method_name, store, collection, staged=True)
-    index.meta["run_dir"] = str(Path(model.run_dir).resolve())
+    index.meta["run_dir"] = getattr(model, "reference", None) or str(Path(model.run_dir).resolve())  # or hf-hub:…
     return index
 
 
