@@ -18,8 +18,8 @@ does not speak Xet):
   `POST /api/models/{repo_id}/branch/{branch}`, `POST /api/validate-yaml`;
 - `POST /api/models/{repo_id}/preupload/{revision}`: each file's upload mode (`lfs` for weights and
   graphs and anything from 1 MiB, else `regular`);
-- `POST /{repo_id}.git/info/lfs/objects/batch`, then `PUT /lfs-upload/{oid}` (the bytes, checked
-  against their sha256) and `POST /lfs-verify/{oid}`;
+- `POST /{repo_id}.git/info/lfs/objects/batch` (upload actions for the objects the repo lacks), then
+  `PUT /lfs-upload/{repo_id}/{oid}` (the bytes, checked against their sha256) and `POST /lfs-verify/{oid}`;
 - `POST /api/models/{repo_id}/commit/{branch}` (ndjson: a header, inline `file`s in base64, `lfsFile`s
   by oid, deletions): the one step that changes a revision, refused (412) when `parentCommit` is not
   the branch's head.
@@ -68,7 +68,7 @@ class LocalHub:
         self.trees: dict[str, dict[str, Path]] = {}  # commit -> its files
         self.owners: dict[str, str] = {}  # commit -> its repo
         self.tokens: dict[str, str] = {}  # private repo -> the token that may read it
-        self.lfs: dict[str, Path] = {}  # sha256 -> an uploaded large file
+        self.lfs: dict[tuple[str, str], Path] = {}  # (repo, sha256) -> a large file uploaded to that repo
         self.files: dict[str, Path] = {}
         self.faults: dict[str, str] = {}
         self.requests: list[tuple[str, str]] = []
@@ -294,7 +294,8 @@ class LocalHub:
             if path == "/api/validate-yaml":
                 return self._json(request, 200, {"errors": [], "warnings": []})
             if path.startswith("/lfs-upload/"):
-                return self._store(request, path[len("/lfs-upload/"):], body)
+                repo_id, _, oid = path[len("/lfs-upload/"):].rpartition("/")
+                return self._store(request, repo_id, oid, body)
             if path.startswith("/lfs-verify/"):
                 return self._json(request, 200, {})
             match = re.fullmatch(r"/(.+?)\.git/info/lfs/objects/batch", path)
@@ -368,16 +369,16 @@ class LocalHub:
         objects = []
         for item in payload["objects"]:
             answer = {"oid": item["oid"], "size": item["size"]}
-            if item["oid"] not in self.lfs:
-                answer["actions"] = {"upload": {"href": f"{self.url}/lfs-upload/{item['oid']}"},
+            if (repo_id, item["oid"]) not in self.lfs:  # a repo's own large files (the hub keeps them per repo)
+                answer["actions"] = {"upload": {"href": f"{self.url}/lfs-upload/{repo_id}/{item['oid']}"},
                                      "verify": {"href": f"{self.url}/lfs-verify/{item['oid']}"}}
             objects.append(answer)
         return self._json(request, 200, {"transfer": "basic", "objects": objects})
 
-    def _store(self, request: BaseHTTPRequestHandler, oid: str, body: bytes) -> None:
+    def _store(self, request: BaseHTTPRequestHandler, repo_id: str, oid: str, body: bytes) -> None:
         if hashlib.sha256(body).hexdigest() != oid:
             return self._json(request, 400, {"error": "the bytes do not match the object id"})
-        self.lfs[oid] = self._blob(body)
+        self.lfs[(repo_id, oid)] = self._blob(body)
         return self._send(request, 200, b"", {}, False)
 
     def _commit(self, request: BaseHTTPRequestHandler, repo_id: str, branch: str, body: bytes) -> None:
@@ -395,9 +396,9 @@ class LocalHub:
             elif key == "file":
                 files[value["path"]] = self._blob(base64.b64decode(value["content"]))
             elif key == "lfsFile":
-                if value["oid"] not in self.lfs:
+                if (repo_id, value["oid"]) not in self.lfs:
                     return self._json(request, 422, {"error": f"LFS object {value['oid']} was never uploaded"})
-                files[value["path"]] = self.lfs[value["oid"]]
+                files[value["path"]] = self.lfs[(repo_id, value["oid"])]
             elif key == "deletedFile":
                 files.pop(value["path"], None)
             elif key == "deletedFolder":

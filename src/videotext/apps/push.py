@@ -207,12 +207,12 @@ def _upload(folder: Path, paths: list[str], repo_id: str, branch: str, private: 
     api = HfApi(token=token)
     try:
         api.create_repo(repo_id, private=private, exist_ok=True)
-        branches = {ref.name for ref in api.list_repo_refs(repo_id).branches}
-        if branch not in branches:
+        new_branch = branch not in {ref.name for ref in api.list_repo_refs(repo_id).branches}
+        if new_branch:  # made from main: beside the run there, never over it
             api.create_branch(repo_id, branch=branch)
         head = api.repo_info(repo_id, revision=branch).sha
         there = set(api.list_repo_files(repo_id, revision=head))
-        if CONFIG in there and not force:
+        if CONFIG in there and not (force or new_branch):
             raise VideoTextError(f"push: {repo_id} already holds a run at revision {branch} (commit {str(head)[:12]}); "
                                  "push beside it with --revision NAME, or replace it with --force")
         stale = sorted(p for p in there if (p == EXTRACTION or p.startswith("checkpoints/")) and p not in paths)
