@@ -106,8 +106,12 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def read_card(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
+    """(front matter, body) of the model card file `path` (`parse_card`)."""
+    return parse_card(Path(path).read_text(encoding="utf-8"))
+
+
+def parse_card(text: str) -> tuple[dict[str, Any], str]:
     """(front matter, body) of a model card: YAML between two `---` lines, then Markdown."""
-    text = Path(path).read_text(encoding="utf-8")
     if not text.startswith("---\n"):
         return {}, text
     head, sep, body = text[4:].partition("\n---\n")
@@ -183,10 +187,10 @@ def _checked(spec: str, repo_id: str, revision: str | None, folder: Path) -> Hub
         raise IncompleteRun(f"its config or checkpoint record cannot be read ({type(exc).__name__})") from None
     if not isinstance(config, dict) or not isinstance(meta, dict):
         raise IncompleteRun("its config or checkpoint record is not a mapping")
-    methods = {"model card": record.get("method"), CONFIG: config.get("method"), META: meta.get("method")}
+    methods = {"the model card": record.get("method"), CONFIG: config.get("method"), META: meta.get("method")}
     if len(set(methods.values())) != 1:
         raise IncompleteRun("the model card does not match the weights: method " +
-                            ", ".join(f"{value!r} in the {where}" for where, value in methods.items()))
+                            ", ".join(f"{value!r} in {where}" for where, value in methods.items()))
     if config.get("model") != meta.get("model"):
         raise IncompleteRun(f"the config does not match the weights: its `model` section differs from the one "
                             f"{META} records")
