@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -63,7 +64,9 @@ def _float_input(value: Any, what: str, shape: str, integers: bool = True) -> to
             raise VideoTextError(f"{expected}, got {type(value).__name__} of uneven lengths") from None
         dtype = str(array.dtype)
         numeric = array.dtype.kind == "f" or (integers and array.dtype.kind in "iu")
-        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)) if numeric else None
+        if not numeric:
+            raise VideoTextError(f"{expected}, got {type(value).__name__} of dtype {dtype}")
+        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
     if not numeric:
         raise VideoTextError(f"{expected}, got {type(value).__name__} of dtype {dtype}")
     if tensor.dim() != shape.count(",") + 1:
@@ -228,6 +231,8 @@ class RunModel:
                                                       precision=self.precision,
                                                       **self.extraction_settings(whole_videos, store))
             extract_features(dataset, self.experts, features_dir, settings)
+            store = FeatureStore(features_dir)
+        if store is None:  # another rank extracted nothing either: the store is there already
             store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
         if absent:
@@ -410,7 +415,7 @@ def checkpoint_stamp(folder: Path | None) -> str:
     return json.dumps([str(folder), [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]])
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto", precision: str | None = None,
+def load_run(run_dir: str | os.PathLike, checkpoint: str = "best", device: str = "auto", precision: str | None = None,
              threads: int | None = None, cls: type[RunModel] = RunModel) -> RunModel:
     """Load a run's method with the weights of `checkpoints/<checkpoint>` (best = validation-selected).
 

@@ -116,7 +116,7 @@ def build_index(model: Any, source: Any, out: str | os.PathLike | None = None, *
     import videotext.distributed as dist  # torch: never on the opening path
 
     writes = out is not None and dist.env_rank() == 0
-    with writer_lock(out, "index build", lock_timeout) if writes else contextlib.nullcontext():
+    with writer_lock(out, "index build", lock_timeout) if writes and out is not None else contextlib.nullcontext():
         if isinstance(model, (str, os.PathLike)):
             model = load_run(model, precision=precision, threads=threads)
         if dist.env_world_size() > 1:
@@ -136,7 +136,7 @@ def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool,
                                       collection)
     report = BuildReport(Path(out) if out is not None else None, index, "clips" if window else "videos",
                          update=plan.plan if update else None)
-    if not writes or index is None:
+    if not writes or index is None or out is None:
         return report
     report.query_encoder = export_query_side(model, out)
     features_dir = Path(features) if features is not None else vectors.features_folder(out, model.run_dir)
@@ -144,7 +144,7 @@ def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool,
         report.speech = channels.build_spoken_index(index, out, features_dir, asr_engine, asr_model, progress=progress)
     if text:
         report.written = channels.build_written_index(index, out, features_dir, ocr_engine, progress=progress)
-    report.version = publish(out)  # the last write: a running `serve` swaps this version in
+    report.version = publish(Path(out))  # the last write: a running `serve` swaps this version in
     return report
 
 

@@ -197,7 +197,7 @@ def describe_dataset(dataset: VideoTextDataset) -> dict[str, Any]:
     for key, value in sorted(dataset.meta.items()):
         if isinstance(value, (str, int, float, bool)) or (isinstance(value, list) and len(value) <= 8 and
                                                           all(isinstance(v, (int, float, str)) for v in value)):
-            record[key] = Path(value).name if is_local_path(value) else value
+            record[key] = Path(str(value)).name if is_local_path(value) else value
     return {"name": dataset.name, "videos": len(dataset), "captions": sum(len(v.captions) for v in dataset),
             "splits": {name: len(ids) for name, ids in dataset.splits.items()}, "record": record}
 
@@ -299,15 +299,15 @@ def reproduce_commands(records: RunRecords, name: str) -> list[str]:
     """The commands that make this run again: data, features, training (or the conversion)."""
     meta = records.meta
     if meta.get("converted_from"):
-        options = [f" --option {key}={json.dumps(o['value']) if not isinstance(o['value'], str) else o['value']}"
-                   for key, o in ((meta.get("conversion") or {}).get("options") or {}).items()
-                   if isinstance(o, dict) and "value" in o and not str(o.get("from", "")).startswith("default")]
-        return [f"videotext convert {records.method} {_shown(meta['converted_from'])} -o runs/{name}" + "".join(options)]
+        chosen = [f" --option {key}={json.dumps(o['value']) if not isinstance(o['value'], str) else o['value']}"
+                  for key, o in ((meta.get("conversion") or {}).get("options") or {}).items()
+                  if isinstance(o, dict) and "value" in o and not str(o.get("from", "")).startswith("default")]
+        return [f"videotext convert {records.method} {_shown(meta['converted_from'])} -o runs/{name}" + "".join(chosen)]
     data = records.dataset
     folder = f"data/{data['name']}" if data else "data/DATASET"
     commands = []
-    generator = (data or {}).get("record", {})
-    if generator.get("generator") == "videotext.data.synthetic":
+    generator = data["record"] if data is not None else {}
+    if data is not None and generator.get("generator") == "videotext.data.synthetic":
         splits = generator.get("split_fractions")
         commands.append(f"videotext synth {folder} --videos {generator.get('num_videos', data['videos'])} "
                         f"--seed {generator.get('seed', 0)}" +

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -59,6 +59,18 @@ _BITWISE_COUNT = getattr(np, "bitwise_count", None)  # numpy >= 2.0: popcount
 
 
 # --- the metric ------------------------------------------------------------------------
+@overload
+def retrieval_metrics(sims: Any, relevant: Any, ties: str = ..., query_mask: Any = ..., ks: Sequence[int] = ...,
+                      chunk_size: int | None = ..., target_mask: Any = ...,
+                      return_ranks: Literal[False] = ...) -> dict[str, float]: ...
+
+
+@overload
+def retrieval_metrics(sims: Any, relevant: Any, ties: str = ..., query_mask: Any = ..., ks: Sequence[int] = ...,
+                      chunk_size: int | None = ..., target_mask: Any = ...,
+                      *, return_ranks: Literal[True]) -> tuple[dict[str, float], np.ndarray]: ...
+
+
 def retrieval_metrics(
     sims: Any,
     relevant: Any,
