@@ -49,7 +49,7 @@ bench: install
 	$(PY) bench/metrics.py
 
 docs: install
-	$(PY) -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 typecheck: install
 	$(PY) -m mypy

@@ -211,6 +211,9 @@ def card_text(records: RunRecords, repo_id: str, record: dict[str, Any]) -> str:
                              "license": licenses[0] if len(licenses) == 1 and licenses[0] != "unknown" else "other",
                              "tags": ["videotext", "video-text-retrieval", "text-to-video-retrieval", records.method],
                              "videotext": record}
+    if front["license"] == "other":  # the hub asks an `other` license for a name and a link: the card's own list
+        front = {**dict(list(front.items())[:2]), "license_name": "mixed-or-unknown", "license_link": "README.md",
+                 **dict(list(front.items())[2:])}
     name = repo_id.rpartition("/")[2]
     description = list_methods().get(records.method, "")
     lines = [f"# {repo_id}", "",
