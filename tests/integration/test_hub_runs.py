@@ -233,9 +233,8 @@ def test_an_existing_name_is_replaced_only_with_force_and_a_revision_goes_beside
 
     ok(cli("push", run, REPO, "--revision", "v2", env=pusher))
     assert hub.commit(REPO) == head and hub.commit(REPO, "v2") != head
-    env = reader(hub, tmp_path)
-    done = subprocess.run([sys.executable, "-c", "import videotext; m = videotext.load_model('hf-hub:%s@v2'); "
-                           "print(m.hub.commit)" % REPO], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", RESOLVE, f"hf-hub:{REPO}@v2"], env=reader(hub, tmp_path),
+                          capture_output=True, text=True)
     assert ok(done).strip() == hub.commit(REPO, "v2")
     ok(cli("push", run, REPO, "--force", env=pusher))
     assert hub.commit(REPO) != head
