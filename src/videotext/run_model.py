@@ -23,13 +23,13 @@ import numpy as np
 import torch
 
 from videotext import distributed as dist
+from videotext.cache import cache_folder
 from videotext.config import ConfigError, load_config
 from videotext.data.experts import expert_class, extract_features, options_from_config
 from videotext.data.experts.settings import ExtractionSettings
 from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Video, VideoTextDataset
-from videotext.cache import cache_folder
 from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
 from videotext.hub_runs import EXTRACTION, HubRun, is_hub_run, resolve_run
@@ -232,7 +232,7 @@ class RunModel:
                                                       **self.extraction_settings(whole_videos, store))
             extract_features(dataset, self.experts, features_dir, settings)
             store = FeatureStore(features_dir)
-        if store is None:  # another rank extracted nothing either: the store is there already
+        if store is None:  # rank 0 found every feature (broadcast above): this rank reads the same folder
             store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
         if absent:

@@ -35,11 +35,10 @@ from videotext.data.features import FeatureStore
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.eval.compare import SEEDS_SUMMARY
-from videotext.hub_runs import CONFIG, PREFIX
+from videotext.hub_runs import CHECKPOINT, CONFIG, PREFIX
 from videotext.models.registry import list_methods
 from videotext.train.checkpoint import load_meta
 
-CHECKPOINT = Path("checkpoints") / "best"
 TEST_METRICS = "test_metrics.json"  # written by the trainer after the one test evaluation
 # The papers each method implements (docs/methods/*.md name the same).
 PAPERS = {

@@ -31,9 +31,8 @@ def train(
 
     from videotext.hub_runs import is_hub_run
 
-    if init_from:  # a run folder (made absolute), or a run on the hub by name
-        set_ = list(set_ or []) + [f"train.init_from={init_from if is_hub_run(init_from) else init_from.resolve()}"]
-    overrides = list(set_ or [])
+    start = init_from if init_from is None or is_hub_run(init_from) else init_from.resolve()  # a folder, or a name
+    overrides = list(set_ or []) + ([f"train.init_from={start}"] if start is not None else [])
     done = train_run(config, overrides, out, split_list(seeds) if seeds else (), resume=resume, progress=progress,
                      report=report, on_seed=lambda seed, result: typer.echo(f"seed {seed}: " + metrics_text(result)))
     if done.summary is None:
