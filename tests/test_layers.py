@@ -3,7 +3,7 @@ at the top of a file or inside a function, goes to a module of the same layer or
 no module imports one that imports it back: no import cycle, of any length, not even within a
 layer (a package's `__init__` counts as a module of its own).
 
-    foundations   errors digests io embedding runtime distributed weights cache http_client hub download (and __version__)
+    foundations   errors digests io embedding runtime distributed weights cache http_client hub hub_runs download (and __version__)
     config        config
     parts         data text losses openclip models.layers
     models        models (base and one file per method)
@@ -26,7 +26,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     ("foundations", ("errors", "digests", "io", "embedding", "runtime", "distributed", "weights", "cache",
-                     "http_client", "hub", "download", "__version__")),
+                     "http_client", "hub", "hub_runs", "download", "__version__")),
     ("config", ("config",)),
     ("parts", ("data", "text", "losses", "openclip", "models.layers")),
     ("models", ("models",)),

@@ -227,7 +227,7 @@ def from_dict(cls: type, data: Any, where: str = "config") -> Any:
 def _coerce(hint: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return from_dict(hint, value, where)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
@@ -360,7 +360,7 @@ def drop_retired_keys(data: dict[str, Any], where: str) -> dict[str, Any]:
 
     for dotted, reason in RETIRED_KEYS.items():
         *parents, leaf = dotted.split(".")
-        section = data
+        section: Any = data
         for name in parents:
             section = section.get(name) if isinstance(section, dict) else None
         if isinstance(section, dict) and leaf in section:

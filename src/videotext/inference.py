@@ -38,8 +38,8 @@ class LoadedModel(RunModel):
                                       progress=progress, **channels)
         return self.last_build.index
 
-    def search(self, query: str | Sequence[str], index: Any, k: int = 10, shortlist: int | None = None,
-               where: str | None = None) -> Any:
+    def search(self, query: str | Sequence[str], index: Any, k: int = 10, where: str | None = None,
+               shortlist: int | None = None) -> Any:
         """Top-k hits by what is shown for one query (a list of lists for several), in an index store or
         an index folder (opened with `videotext.open_index`, this model as its query side)."""
         if isinstance(index, (str, os.PathLike)):
@@ -65,10 +65,13 @@ def _in_memory(index: Any, model: LoadedModel) -> Any:
     return SearchableIndex(Path("."), index, {}, "memory", searcher=model)
 
 
-def load_model(run_dir: str | Path, checkpoint: str = "best", device: str = "auto",
+def load_model(run_dir: str | os.PathLike, checkpoint: str = "best", device: str = "auto",
                precision: str | None = None, threads: int | None = None) -> LoadedModel:
     """Load a run's method with the weights of `checkpoints/<checkpoint>` (best = validation-selected).
 
-    `precision` (auto | fp32 | bf16) and `threads` (0 = physical cores) default to the
-    run config's `inference` section (videotext.runtime)."""
-    return load_run(run_dir, checkpoint, device, precision, threads, cls=LoadedModel)
+    `run_dir` is a run folder, or a run shared on the hub, `hf-hub:ORG/NAME[@REVISION]` (downloaded
+    once into the hub cache and checked: `videotext.hub_runs`). `precision` (auto | fp32 | bf16) and
+    `threads` (0 = physical cores) default to the run config's `inference` section (videotext.runtime)."""
+    model = load_run(run_dir, checkpoint, device, precision, threads, cls=LoadedModel)
+    assert isinstance(model, LoadedModel)  # load_run builds `cls`
+    return model

@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from videotext import distributed as dist
+from videotext.cache import cache_folder
 from videotext.config import ConfigError, load_config
 from videotext.data.experts import expert_class, extract_features, options_from_config
 from videotext.data.experts.settings import ExtractionSettings
@@ -30,11 +32,13 @@ from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Video, VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.encode import encode_texts, encode_videos
+from videotext.hub_runs import EXTRACTION, HubRun, is_hub_run, resolve_run
 from videotext.models.base import Method
 from videotext.models.registry import build_method
 from videotext.runtime import (autocast, network_precision, resolve_device, retain_freed_memory, set_threads,
                                weights_loaded_after)
 from videotext.search.examples import check_example, example_dataset, parse_example
+from videotext.search.query_encoder import QUERY_FOLDER, export_is_current
 from videotext.search.shortlist import ranked
 from videotext.search.windows import WindowFeatures
 from videotext.train.checkpoint import load_meta, load_weights
@@ -61,7 +65,9 @@ def _float_input(value: Any, what: str, shape: str, integers: bool = True) -> to
             raise VideoTextError(f"{expected}, got {type(value).__name__} of uneven lengths") from None
         dtype = str(array.dtype)
         numeric = array.dtype.kind == "f" or (integers and array.dtype.kind in "iu")
-        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)) if numeric else None
+        if not numeric:
+            raise VideoTextError(f"{expected}, got {type(value).__name__} of dtype {dtype}")
+        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
     if not numeric:
         raise VideoTextError(f"{expected}, got {type(value).__name__} of dtype {dtype}")
     if tensor.dim() != shape.count(",") + 1:
@@ -129,6 +135,7 @@ class RunModel:
         self.dtype = network_precision(config.method, self.precision, device)
         self.expert_dims: dict[str, int] = {}  # feature width per expert, from the checkpoint
         self.checkpoint: Path | None = None  # the checkpoint folder the weights came from
+        self.hub: HubRun | None = None  # a run loaded by name (`hf-hub:ORG/NAME`): its checked snapshot
 
     def autocast(self):
         """The run's inference precision (`--precision`) as a context: bf16 autocast or nothing."""
@@ -226,6 +233,8 @@ class RunModel:
                                                       **self.extraction_settings(whole_videos, store))
             extract_features(dataset, self.experts, features_dir, settings)
             store = FeatureStore(features_dir)
+        if store is None:  # rank 0 found every feature (broadcast above): this rank reads the same folder
+            store = FeatureStore(features_dir)
         absent = [e for e in self.experts if not store.has_expert(e)]
         if absent:
             raise VideoTextError(f"{features_dir}: no video gave {absent} features "
@@ -242,12 +251,8 @@ class RunModel:
         frames of a 10-minute video instead of 600 (CLIP4Clip §4.1 samples 12 frames per video).
         An expert the `target` store already holds keeps the cap (or none) it was made with."""
         options = {e: dict(o) for e, o in self.method.expert_options().items() if e in self.experts}
-        training_store = Path(self.config.data.features or Path(self.config.data.manifest).parent / "features")
-        if training_store.exists():
-            store = FeatureStore(training_store)
-            for e in self.experts:
-                if store.has_expert(e):
-                    options[e] = {**options.get(e, {}), **options_from_config(e, store.info(e)["config"])}
+        for e, record in self.training_extraction().items():
+            options[e] = {**options.get(e, {}), **options_from_config(e, record)}
         for e in self.experts:
             if "max_steps" not in inspect.signature(expert_class(e)).parameters:
                 continue
@@ -257,6 +262,23 @@ class RunModel:
                 cap = self.config.data.max_steps_per_expert if whole_videos and self.method.reads_subsampled_steps else None
             options[e] = {**options.get(e, {}), "max_steps": int(cap) if cap else None}
         return {"options": options} if options else {}
+
+    def training_extraction(self) -> dict[str, dict[str, Any]]:
+        """How each of the run's experts was extracted for training ({expert: the store's record}): the
+        training feature store's records, or those a run shared by name carries (`extraction.json`,
+        `videotext.hub_runs`); {} for a run with neither (zero-shot)."""
+        carried = self.run_dir / EXTRACTION
+        if carried.is_file():
+            experts = json.loads(carried.read_text(encoding="utf-8")).get("experts", {})
+            return {e: dict(record) for e, record in experts.items() if e in self.experts}
+        data = self.config.data
+        if not (data.features or data.manifest):
+            return {}
+        training_store = Path(data.features or Path(data.manifest).parent / "features")
+        if not training_store.exists():
+            return {}
+        store = FeatureStore(training_store)
+        return {e: store.info(e)["config"] for e in self.experts if store.has_expert(e)}
 
     def encode_videos(self, dataset: VideoTextDataset, features: VideoFeatures) -> torch.Tensor:
         """Index vectors [N, D] (float32, CPU) of every video (the method's `index_vectors`)."""
@@ -307,11 +329,32 @@ class RunModel:
             return self._run(self.method.rerank, text, video)[0]
         return self._run(self.method.similarity, text, video, at_precision=False)[0]  # stored embeddings: fp32
 
+    @property
+    def reference(self) -> str:
+        """What names this run for a later load (the run an index records): its folder, or for a run
+        loaded by name `hf-hub:ORG/NAME@COMMIT`, exactly these files again from the hub cache."""
+        return self.hub.pinned if self.hub is not None else str(Path(self.run_dir).resolve())
+
+    @property
+    def export_cache(self) -> Path | None:
+        """Where the query side exported from these weights is kept: beside the checkpoint; for a run
+        loaded by name, the export it carries when it has a current one (read only: the hub cache is the
+        hub client's), else the videotext cache."""
+        if self.checkpoint is None:
+            return None
+        if self.hub is None:
+            return self.checkpoint / QUERY_FOLDER
+        carried = self.checkpoint / QUERY_FOLDER
+        if export_is_current(carried, self.weights_stamp()):
+            return carried
+        return cache_folder("exported") / f"run-{self.hub.weights_sha256[:16]}"
+
     def weights_stamp(self) -> str:
-        """What identifies the weights loaded: the checkpoint folder and its files' sizes and times."""
-        folder = self.checkpoint
-        files = sorted(folder.iterdir()) if folder is not None and folder.is_dir() else []
-        return json.dumps([str(folder), [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]])
+        """What identifies the weights loaded: the checkpoint folder and its files' sizes and times (for a
+        run loaded by name, the sha256 its model card records and the resolver checked)."""
+        if self.hub is not None:
+            return self.hub.weights_stamp
+        return checkpoint_stamp(self.checkpoint)
 
     def fp32_cpu_method(self) -> Method:
         """The method with the run's fp32 weights on the CPU (what an export traces): this one, or a
@@ -367,12 +410,27 @@ class RunModel:
             return self.encode_videos(dataset, reader)
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto", precision: str | None = None,
+def checkpoint_stamp(folder: Path | None) -> str:
+    """What identifies a local checkpoint's weights: its folder and its files' sizes and times."""
+    files = sorted(folder.iterdir()) if folder is not None and folder.is_dir() else []
+    return json.dumps([str(folder), [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]])
+
+
+def load_run(run_dir: str | os.PathLike, checkpoint: str = "best", device: str = "auto", precision: str | None = None,
              threads: int | None = None, cls: type[RunModel] = RunModel) -> RunModel:
     """Load a run's method with the weights of `checkpoints/<checkpoint>` (best = validation-selected).
 
+    `run_dir` is a run folder, or a run shared on the hub, `hf-hub:ORG/NAME[@REVISION]`: downloaded
+    once into the hub cache and checked (`videotext.hub_runs.resolve_run`), then loaded as a folder.
     `precision` (auto | fp32 | bf16) and `threads` (0 = physical cores) default to the
     run config's `inference` section (videotext.runtime)."""
+    hub = None
+    if is_hub_run(run_dir):
+        hub = resolve_run(run_dir)
+        if checkpoint != "best":
+            raise VideoTextError(f"{run_dir}: a run shared on the hub holds its best checkpoint only, not "
+                                 f"{checkpoint!r}")
+        run_dir = hub.folder
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
@@ -394,6 +452,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     model = cls(run_dir, method, config, torch_device, precision)
     model.expert_dims = {e: int(d) for e, d in (dims or {}).items()}
     model.checkpoint = folder
+    model.hub = hub
     if model.dtype is not None:  # a loaded run only encodes: bf16 weights where the method gains from them
         method.cast_for_inference(model.dtype)
     return model

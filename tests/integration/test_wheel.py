@@ -51,6 +51,7 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     wanted = {"videotext/" + p.relative_to(source / "src" / "videotext").as_posix()
               for p in (source / "src" / "videotext").rglob("*") if p.is_file()}
     assert sorted(wanted - shipped) == [], "package files the wheel leaves out (pyproject package-data)"
+    assert "videotext/py.typed" in shipped  # PEP 561: type checkers read the installed package's annotations
     scratch = base / "site"
     run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(scratch), str(wheel)], base, env)
     return scratch, {**env, "PYTHONPATH": str(scratch)}

@@ -121,7 +121,7 @@ def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = 
             raise VideoTextError(f"{out}: give the videos to index (SOURCE): "
                                  + ("the index records no source" if update else "only --update takes them from the index"))
     writes = out is not None and dist.env_rank() == 0
-    with writer_lock(out, "index build", lock_timeout) if writes else contextlib.nullcontext():
+    with writer_lock(out, "index build", lock_timeout) if writes and out is not None else contextlib.nullcontext():
         if isinstance(model, (str, os.PathLike)):
             model = load_run(model, precision=precision, threads=threads)
         if dist.env_world_size() > 1:
@@ -141,7 +141,7 @@ def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool,
                                       collection)
     report = BuildReport(Path(out) if out is not None else None, index, "clips" if window else "videos",
                          update=plan.plan if update else None)
-    if not writes or index is None:
+    if not writes or index is None or out is None:
         return report
     report.query_encoder = export_query_side(model, out)
     features_dir = Path(features) if features is not None else vectors.features_folder(out, model.run_dir)
@@ -149,7 +149,7 @@ def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool,
         report.speech = channels.build_spoken_index(index, out, features_dir, asr_engine, asr_model, progress=progress)
     if text:
         report.written = channels.build_written_index(index, out, features_dir, ocr_engine, progress=progress)
-    report.version = publish(out)  # the last write: a running `serve` swaps this version in
+    report.version = publish(Path(out))  # the last write: a running `serve` swaps this version in
     return report
 
 
@@ -193,11 +193,12 @@ def export_query_side(model: Any, folder: str | os.PathLike | None) -> str:
     done = (f"exported to {target} (a text search needs neither torch nor transformers)" if target is not None
             else f"exported to {cache} (every index built from this run links it)")
     stamp = model.weights_stamp()
-    if export_is_current(target if target is not None else cache, stamp):
+    where = target if target is not None else cache
+    if where is not None and export_is_current(where, stamp):
         return done
     try:
         query_export.export_query_encoder(model.fp32_cpu_method(), folder, rescores=model.rescores, source=stamp,
-                                          cache=cache)
+                                          cache=model.export_cache)  # beside the weights
         return done
     except (RuntimeError, OSError, ValueError, ImportError) as exc:  # the index works without it
         if target is not None:

@@ -54,14 +54,27 @@ def train_run(config: str, overrides: Sequence[str] = (), out: str | Path | None
 
 def evaluate(run_dir: str | Path, split: str = "test", checkpoint: str = "best", report: bool = True,
              data_config: str | None = None, precision: str | None = None, threads: int | None = None,
-             rescore: Sequence[str] = ()) -> tuple[dict[str, Any], Optional[Path]]:
+             rescore: Sequence[str] = (), out: str | Path | None = None) -> tuple[dict[str, Any], Optional[Path]]:
     """Evaluate a trained run on one split (`eval.run_eval.evaluate_run`): its own data, or zero-shot the
-    data section of `data_config` (another dataset; no report then). Returns the metrics and the report."""
+    data section of `data_config` (another dataset; no report then). Returns the metrics and the report.
+
+    The metrics go into `out`, by default the run folder; a run shared on the hub (`hf-hub:ORG/NAME`,
+    read from the hub cache, which is the hub client's) writes into `runs/ORG--NAME` instead, and carries
+    no data of its own: it is evaluated on the data of `data_config`."""
     model = load_run(run_dir, checkpoint, precision=precision, threads=threads)
+    if model.hub is not None and data_config is None:
+        raise VideoTextError(f"{run_dir}: a run shared on the hub carries no data of its own; evaluate it on "
+                             "yours with --data CONFIG (a config whose data section names your manifest)")
     if data_config is not None:
         model.config, report = zero_shot_config(model, data_config, checkpoint), False
         checkpoint = f"{checkpoint}_on_{Path(data_config).stem}"
-    return evaluate_run(model, split, checkpoint, report=report, rescore=rescore)
+    return evaluate_run(model, split, checkpoint, report=report, rescore=rescore, out=out or output_folder(model))
+
+
+def output_folder(model: Any) -> Path:
+    """Where a command writes what it makes of a loaded run: the run folder; for a run shared on the hub
+    (read from the hub client's cache, never written), `runs/ORG--NAME`."""
+    return Path("runs") / model.hub.repo_id.replace("/", "--") if model.hub is not None else Path(model.run_dir)
 
 
 def localize_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best", decoding: str = "ordered",
@@ -83,5 +96,5 @@ def localize_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
                          normalize=normalize, device=model.device)
     name = f"localization_{split}_{checkpoint}" if manifest is None else \
         f"localization_{Path(manifest).stem}_{split}_{checkpoint}"
-    write_json(Path(run_dir) / f"{name}.json", result)
+    write_json(output_folder(model) / f"{name}.json", result)
     return result

@@ -2,7 +2,7 @@
 prints the result; the commands are grouped one file each (`common` holds what they share):
 
 - `data`: synth, extract, transcribe, import-features, dataset convert|check|shard|formats
-- `runs`: train, eval, localize, compare, benchmark run|report, check, configs, methods
+- `runs`: train, eval, localize, compare, benchmark run|report, check, configs, methods, push
 - `search`: index build|check|duplicates, search, serve
 - `models`: demo, caption, convert
 

@@ -1,5 +1,5 @@
-"""`videotext train`, `eval`, `localize`, `compare`, `benchmark …`, `check`, `configs` and `methods`: runs and
-their figures."""
+"""`videotext train`, `eval`, `localize`, `compare`, `benchmark …`, `check`, `configs`, `methods` and `push`:
+runs, their figures, and sharing them on the hub."""
 from __future__ import annotations
 
 import json
@@ -22,14 +22,17 @@ def train(
     seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds: run once per seed and report mean ± std."),
     progress: bool = typer.Option(True, help="Show progress bars."),
     report: bool = typer.Option(True, help="Write run_dir/report/index.html after the test evaluation."),
-    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Start from this run's best weights (model only; = train.init_from)."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Start from this run's best weights (model only; = train.init_from): a run folder, or hf-hub:ORG/NAME[@REVISION]."),
 ) -> None:
     """Train a method; select on validation; evaluate the test split once at the end."""
     from videotext.apps.runs import train_run
     from videotext.eval.compare import SEEDS_SUMMARY
     from videotext.eval.retrieval import format_mean_std
 
-    overrides = list(set_ or []) + ([f"train.init_from={init_from.resolve()}"] if init_from else [])
+    from videotext.hub_runs import is_hub_run
+
+    start = init_from if init_from is None or is_hub_run(init_from) else init_from.resolve()  # a folder, or a name
+    overrides = list(set_ or []) + ([f"train.init_from={start}"] if start is not None else [])
     done = train_run(config, overrides, out, split_list(seeds) if seeds else (), resume=resume, progress=progress,
                      report=report, on_seed=lambda seed, result: typer.echo(f"seed {seed}: " + metrics_text(result)))
     if done.summary is None:
@@ -47,7 +50,8 @@ def train(
 @app.command("eval")
 @user_errors
 def eval_command(
-    run_dir: Path = typer.Argument(..., help="A run directory made by `videotext train`."),
+    run_dir: Path = typer.Argument(..., help="A run directory made by `videotext train`, or a run on the hub: "
+                                             "hf-hub:ORG/NAME[@REVISION] (with --data)."),
     split: str = typer.Option("test", help="Split to evaluate."),
     checkpoint: str = typer.Option("best", help="Checkpoint: best (selected on validation) or last."),
     report: bool = typer.Option(True, help="Write run_dir/report/index.html for this split."),
@@ -55,11 +59,12 @@ def eval_command(
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
     rescore: Optional[List[str]] = typer.Option(None, "--rescore", help="Also report re-scored figures, labelled, beside the plain ones: dsl (dual softmax over all test queries at once), qbnorm (QB-Norm with a querybank of the training captions). Repeatable or comma-separated."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for eval_SPLIT_CHECKPOINT.json and the report (default: the run folder; for a run on the hub, runs/ORG--NAME)."),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.apps.runs import evaluate
 
-    result, page = evaluate(run_dir, split, checkpoint, report, data_config, precision, threads, rescore or ())
+    result, page = evaluate(run_dir, split, checkpoint, report, data_config, precision, threads, rescore or (), out)
     typer.echo(metrics_text(result))
     for entry in result.get("rescored", {}).values():  # never in place of the plain figures above
         typer.echo(metrics_text({f"{d} ({label})": entry[d] for d, label in entry["labels"].items()}))
@@ -195,3 +200,26 @@ def methods_command() -> None:
     width = max(map(len, methods), default=0)
     for name, description in methods.items():
         typer.echo(f"{name:<{width}}  {description}")
+
+
+@app.command()
+@user_errors
+def push(
+    run_dir: Path = typer.Argument(..., help="A trained run directory (one seed's, for a run of several seeds)."),
+    repo_id: str = typer.Argument(..., help="The hub repository to upload to: ORG/NAME (created if needed)."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Branch to upload to (made from main if new); "
+                                           "load it as hf-hub:ORG/NAME@REVISION. Default: main."),
+    private: bool = typer.Option(False, "--private", help="Create the repository as private (an existing one keeps "
+                                                          "its visibility)."),
+    force: bool = typer.Option(False, "--force", help="Replace a run already at that revision."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the files and print the model card; send nothing."),
+) -> None:
+    """Share a trained run on the Hugging Face Hub: its best checkpoint, pinned config, exported query
+    encoder and a model card written from its records; load it anywhere as hf-hub:ORG/NAME."""
+    from videotext.apps.push import push_to_hub
+
+    report = push_to_hub(run_dir, repo_id, revision=revision, private=private, force=force, dry_run=dry_run)
+    for line in report.lines():
+        typer.echo(line)
+    if dry_run:
+        typer.echo("\n--- README.md (the model card) ---\n" + report.card)

@@ -15,7 +15,7 @@ from videotext.errors import VideoTextError
 @index_app.command("build")
 @user_errors
 def index_build(
-    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    run_dir: Path = typer.Argument(..., help="A trained run directory, or a run on the hub: hf-hub:ORG/NAME[@REVISION]."),
     source: Optional[Path] = typer.Argument(None, help="A folder of videos or a manifest.json (with --update, "
                                                        "default: what the index was built from)."),
     out: Path = typer.Option(..., "--out", "-o", help="Index folder to write."),
@@ -103,7 +103,7 @@ def search(
     index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
     query: Optional[str] = typer.Argument(None, help="Natural-language query (or --like / --like-id)."),
     k: int = typer.Option(10, "-k", min=1, max=1000, help="Number of results."),
-    run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes the query (default: the index's)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes the query (default: the index's): a folder or hf-hub:ORG/NAME[@REVISION]."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     like: Optional[str] = typer.Option(None, "--like", help="Query by example: an image, a video, or a time range "
                                                             "of one as PATH@START-END (seconds)."),
@@ -138,7 +138,7 @@ def serve(
     index: Path = typer.Argument(..., help="An index folder made by `videotext index build`."),
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; any other needs --token)."),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
-    run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes queries (default: the index's)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run", help="Run whose model encodes queries (default: the index's): a folder or hf-hub:ORG/NAME[@REVISION]."),
     precision: Optional[str] = precision_option(None),
     threads: Optional[int] = threads_option(None),
     token: Optional[str] = typer.Option(None, envvar="VIDEOTEXT_TOKEN", show_default=False,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -61,6 +61,18 @@ _THREADED_ELEMENTS = 1 << 23
 
 
 # --- the metric ------------------------------------------------------------------------
+@overload
+def retrieval_metrics(sims: Any, relevant: Any, ties: str = ..., query_mask: Any = ..., ks: Sequence[int] = ...,
+                      chunk_size: int | None = ..., target_mask: Any = ...,
+                      return_ranks: Literal[False] = ...) -> dict[str, float]: ...
+
+
+@overload
+def retrieval_metrics(sims: Any, relevant: Any, ties: str = ..., query_mask: Any = ..., ks: Sequence[int] = ...,
+                      chunk_size: int | None = ..., target_mask: Any = ...,
+                      *, return_ranks: Literal[True]) -> tuple[dict[str, float], np.ndarray]: ...
+
+
 def retrieval_metrics(
     sims: Any,
     relevant: Any,

@@ -34,15 +34,16 @@ def querybank_captions(data: RunData, train_split: str) -> list[str]:
 
 
 def evaluate_run(model: Any, split: str = "test", checkpoint: str = "best", report: bool = True,
-                 rescore: Sequence[str] = ()) -> tuple[dict[str, Any], Optional[Path]]:
+                 rescore: Sequence[str] = (), out: str | Path | None = None) -> tuple[dict[str, Any], Optional[Path]]:
     """Evaluate `model` on `split` of the data of `model.config` at the model's inference precision.
 
-    Writes `model.run_dir/eval_{split}_{checkpoint}.json` (`checkpoint` names the file: the weights
-    are those already loaded) and, with `report`, the run report of the split. Returns the metrics
-    and the report page (None without `report`). A split the dataset lacks is a VideoTextError.
-    `rescore` ("dsl", "qbnorm", or comma-separated) adds the re-scored figures under "rescored".
+    Writes `eval_{split}_{checkpoint}.json` into `out` (default `model.run_dir`; `checkpoint` names
+    the file: the weights are those already loaded) and, with `report`, the run report of the split.
+    Returns the metrics and the report page (None without `report`). A split the dataset lacks is a
+    VideoTextError. `rescore` ("dsl", "qbnorm", or comma-separated) adds the re-scored figures under
+    "rescored".
     """
-    run_dir = Path(model.run_dir)
+    run_dir = Path(out if out is not None else model.run_dir)
     rescore = parse_rescore(rescore)
     data = RunData(model.config)
     if split not in data.dataset.splits:

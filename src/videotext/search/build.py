@@ -342,7 +342,7 @@ def create_index(model: IndexModel, dim: int, store: str, collection: str) -> In
     """An empty index for the model's `dim`-d vectors, naming the run behind it; a fresh Milvus
     build fills a new version of the collection (`publish` moves the alias onto it)."""
     index = new_index(dim, model.method_name, store, collection, staged=True)
-    index.meta["run_dir"] = str(Path(model.run_dir).resolve())
+    index.meta["run_dir"] = getattr(model, "reference", None) or str(Path(model.run_dir).resolve())  # or hf-hub:…
     return index
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from videotext.digests import check_tree
+from videotext.hub_runs import is_hub_run
 from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source, recorded_source
 from videotext.search.index import open_store
 from videotext.search.live import published_version
@@ -76,7 +77,7 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
     run_dir = index.meta.get("run_dir")
     if not run_dir:
         report.problems.append("the index does not name the run that built it; searching it needs --run RUN_DIR")
-    elif not (Path(run_dir) / "checkpoints").is_dir():
+    elif not is_hub_run(run_dir) and not (Path(run_dir) / "checkpoints").is_dir():
         report.problems.append(f"the run that built it, {run_dir}, is gone; searching it needs --run RUN_DIR")
     if (folder / QUERY_FOLDER).exists() and exported_encoder(folder) is None:
         report.problems.append(f"{folder / QUERY_FOLDER}: a damaged query encoder export; the next build writes it anew")

@@ -128,8 +128,12 @@ class IndexStore(Protocol):
     model: str  # the method whose vectors it holds
     meta: dict  # free-form, saved with it (the run behind it, the indexed folder, where it came from)
     part_names: tuple[str, ...]  # re-scoring parts every entry carries
-    concurrent_inserts: bool  # several processes may insert at once (a Milvus server)
-    multi_process: bool  # several processes may open it at once (not Milvus Lite)
+
+    @property
+    def concurrent_inserts(self) -> bool: ...  # several processes may insert at once (a Milvus server)
+
+    @property
+    def multi_process(self) -> bool: ...  # several processes may open it at once (not Milvus Lite)
 
     def __len__(self) -> int: ...
     def __contains__(self, entry_id: object) -> bool: ...

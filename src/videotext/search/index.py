@@ -672,9 +672,10 @@ def takes_concurrent_inserts(store: str) -> bool:
 
 
 def _link_or_copy(source: str, target: str) -> str:
-    """A hard link of `source` at `target` (a copy across file systems)."""
+    """A hard link of `source` at `target` (a copy across file systems); a symbolic link (the hub cache's
+    files are links to its blobs) is followed: Linux's link() would link the link itself."""
     try:
-        os.link(source, target)
+        os.link(os.path.realpath(source), target)
     except OSError:
         shutil.copy2(source, target)
     return target

@@ -1,6 +1,7 @@
 """Start a run from another run's weights (pre-training → fine-tuning), and freeze parts.
 
-`train.init_from: RUN_DIR` (CLI `videotext train CONFIG --init-from RUN_DIR`) loads the
+`train.init_from: RUN_DIR` (CLI `videotext train CONFIG --init-from RUN_DIR`; a run shared on the hub
+as `hf-hub:ORG/NAME[@REVISION]`) loads the
 weights of RUN_DIR's `checkpoints/<train.init_checkpoint>` into the new method — the
 model only: the optimizer, schedule, step counters and RNG start fresh. Nothing is
 loaded silently: every tensor of the new model is either *loaded* (same name, same
@@ -23,6 +24,7 @@ import torch
 from videotext.config import ConfigError, load_config
 from videotext.data.features import FeatureStore
 from videotext.errors import VideoTextError
+from videotext.hub_runs import CHECKPOINT, is_hub_run, resolve_run
 from videotext.io import write_json
 from videotext.train.checkpoint import load_meta, read_weights
 
@@ -30,10 +32,16 @@ REPORT = "init_report.json"
 
 
 def checkpoint_folder(source: str | Path, checkpoint: str = "best", seed: int | None = None) -> Path:
-    """The checkpoint folder of a run directory (or a checkpoint folder given directly).
+    """The checkpoint folder of a run directory (or a checkpoint folder given directly), or of a run
+    shared on the hub (`hf-hub:ORG/NAME[@REVISION]`, its best checkpoint: `videotext.hub_runs`).
 
     A multi-seed run (`videotext train --seeds`, one `seed_<s>/` per seed) gives the run of
     the same `seed`, so pre-train and fine-tune seeds pair up."""
+    if is_hub_run(source):
+        if checkpoint != "best":
+            raise VideoTextError(f"train.init_from: {source} is a run shared on the hub, which holds its best "
+                                 f"checkpoint only; set train.init_checkpoint=best")
+        return resolve_run(source).folder / CHECKPOINT
     source = Path(source)
     if (source / "model.safetensors").is_file():
         return source
@@ -98,7 +106,8 @@ def apply_init(method: torch.nn.Module, train_config: Any, run_dir: str | Path |
     report: dict[str, Any] = {}
     if source:
         folder = checkpoint_folder(source, train_config.init_checkpoint, train_config.seed)
-        report = {"init_from": str(Path(source).resolve()), "checkpoint": str(folder.resolve()),
+        shown = source if is_hub_run(source) else str(Path(source).resolve())
+        report = {"init_from": shown, "checkpoint": str(folder.resolve()),
                   "source_method": _source_method(folder), "method": method_name, **load_matching(method, folder)}
     report["frozen"] = freeze(method, prefixes) if prefixes else []
     report["counts"] = {key: len(report[key]) for key in ("loaded", "new", "skipped_shape", "skipped_absent",
