@@ -268,3 +268,19 @@ def spans_in_clips(spans: Iterable[Sequence[float]], num_clips: int, clip_length
         last = min(num_clips, int(np.ceil(end / clip_length)))
         out[first:last] = 1.0
     return out
+
+
+def temporal_nms(predictions: Sequence[Sequence[float]], iou_threshold: float, keep: int | None = None,
+                 ) -> list[tuple[float, float, float]]:
+    """Greedy non-maximum suppression of (start, end, score) spans: by score (ties in the given order),
+    a span is dropped when its IoU with one already kept is ≥ `iou_threshold`; at most `keep` are kept."""
+    rows = np.asarray(predictions, dtype=np.float64).reshape(-1, 3)
+    order = np.argsort(-rows[:, 2], kind="stable")
+    kept: list[int] = []
+    for i in order:
+        if keep is not None and len(kept) >= keep:
+            break
+        if kept and iou_matrix(rows[i : i + 1, :2], rows[kept, :2]).max() >= iou_threshold:
+            continue
+        kept.append(int(i))
+    return [(float(s), float(e), float(c)) for s, e, c in rows[kept]]
