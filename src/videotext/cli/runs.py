@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from videotext.cli.common import (app, benchmark_app, metrics_text, precision_option, split_list, threads_option,
+from videotext.cli.common import (MOMENT_COLUMNS, app, benchmark_app, metrics_text, precision_option, split_list, threads_option,
                                   user_errors)
 
 
@@ -28,6 +28,7 @@ def train(
     from videotext.eval.compare import SEEDS_SUMMARY
     from videotext.eval.retrieval import format_mean_std
 
+
     overrides = list(set_ or []) + ([f"train.init_from={init_from.resolve()}"] if init_from else [])
     done = train_run(config, overrides, out, split_list(seeds) if seeds else (), resume=resume, progress=progress,
                      report=report, on_seed=lambda seed, result: typer.echo(f"seed {seed}: " + metrics_text(result)))
@@ -40,6 +41,8 @@ def train(
     for direction, metrics in done.summary.items():
         if isinstance(metrics, dict) and "R1" in metrics:
             typer.echo(direction + "  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in ("R1", "R5", "R10", "MdR")))
+        elif direction == "moments" and isinstance(metrics, dict):
+            typer.echo("moments  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in MOMENT_COLUMNS if k in metrics))
     typer.echo(f"mean ± std over {len(done.summary['seeds'])} seeds: {done.run_dir / SEEDS_SUMMARY}")
 
 
