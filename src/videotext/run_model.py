@@ -151,6 +151,10 @@ class RunModel:
         text = self._run(encode_texts, self.method, _texts(texts), device=self.device)
         return self._run(self.method.query_vectors, text, at_precision=False)
 
+    def query_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """`encode_text` as a float32 numpy array [N, D]: a query side's vectors (a search for moments)."""
+        return self.encode_text(list(texts)).numpy()
+
     def encode_video(self, video: Any) -> torch.Tensor:
         """Index vectors [B, D] (float32, CPU) of videos given as arrays (torch, numpy or lists;
         float32, or float64 / bf16 / fp16, cast), at the run's precision:

@@ -68,7 +68,7 @@ def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float
     (ids `VIDEO@START-END`, meta start/end/video_id) and the reader of their features."""
     clips, windows, clips_of = [], {}, {}
     for video in dataset:
-        duration = _duration(video, reader)
+        duration = video_duration(video, reader)
         for start, end in sliding_windows(duration, window, stride):
             clip_id = f"{video.id}@{start:g}-{end:g}"
             windows[clip_id] = (video.key, start, end)
@@ -80,7 +80,7 @@ def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float
     return (VideoTextDataset(dataset.name, clips, splits, root=dataset.root), WindowFeatures(reader, windows))
 
 
-def _duration(video: Any, reader: VideoFeatures) -> float:
+def video_duration(video: Any, reader: VideoFeatures) -> float:
     """A video's length: the manifest's, else the end of its last feature step."""
     if video.duration:
         return float(video.duration)

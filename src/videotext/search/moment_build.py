@@ -1,0 +1,125 @@
+"""The build step that keeps an index's moment track (`search.moment_track`): one vector per step of
+every indexed video, from the features the build has just extracted, so a search for moments needs
+no second extraction and no model.
+
+A step's vector is the run's index vector of the clip made of that one step, encoded as `--window`
+encodes its clips (`search.windows.window_clips` with the window and stride one step long), through
+the model's `IndexModel` calls only. An update encodes the steps of new and changed videos and copies
+the rows of the others from the previous track (same weights, same file hash).
+
+The track needs every step of each video: a whole-video build of a method that reads a few frames
+per video extracts only those (`RunModel.extraction_settings`, `max_steps`), so a video longer than
+that many steps is left out of the track (`index build --moments` extracts every step instead;
+`--window` builds always do).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from videotext.data.features import FeatureStore
+from videotext.data.schema import VideoTextDataset
+from videotext.search.moment_track import MomentTrack, TrackWriter, open_track, remove_track
+from videotext.search.windows import window_clips
+
+CLIPS_PER_PASS = 2048  # step clips encoded at once: a 10-hour video is 18 passes of bounded memory
+DEFAULT_STEP = 1.0  # seconds per step where no expert stores two steps of a video
+
+
+def step_caps(model: Any, store: FeatureStore) -> dict[str, int]:
+    """The run's experts whose features in `store` hold at most some steps of each video, with that
+    cap (`max_steps`: a whole-video build of a method that reads subsampled steps)."""
+    caps = {e: store.info(e)["config"].get("max_steps") for e in model.experts if store.has_expert(e)}
+    return {e: int(cap) for e, cap in caps.items() if cap}
+
+
+def has_every_step(store: FeatureStore, caps: dict[str, int], key: str) -> bool:
+    """Whether a video's features hold all its steps: under every cap (a video that reached it may
+    have had more steps than were extracted)."""
+    return all(len(store.timestamps(e, key)) < cap for e, cap in caps.items() if store.has(e, key))
+
+
+def weights_source(model: Any) -> str:
+    """What identifies the weights the step vectors come from (kept rows need the same)."""
+    stamp = getattr(model, "weights_stamp", None)
+    return f"{model.method_name}:{stamp() if callable(stamp) else Path(model.run_dir).resolve()}"
+
+
+def step_seconds(store: FeatureStore, experts: list[str], key: str) -> float:
+    """The length of one step of a video: the shortest median gap between the step times of its experts."""
+    gaps = []
+    for expert in experts:
+        if store.has(expert, key):
+            times = np.asarray(store.timestamps(expert, key), np.float64)
+            if len(times) > 1:
+                gaps.append(float(np.median(np.diff(times))))
+    positive = [g for g in gaps if g > 0]
+    return min(positive) if positive else DEFAULT_STEP
+
+
+def build_moment_track(model: Any, index: Any, dataset: VideoTextDataset, out: str | os.PathLike,
+                       features_dir: str | os.PathLike, progress: bool = True) -> dict[str, Any]:
+    """Keep the moment track of the index `index` (folder `out`) for the videos of `dataset` it holds,
+    from the features in `features_dir`. Returns a summary: `videos`, `steps`, `encoded` (videos whose
+    steps were encoded now), `kept` (copied from the previous track) and `left_out` (videos whose
+    features hold only some of their steps)."""
+    store = FeatureStore(features_dir)
+    caps = step_caps(model, store) if Path(features_dir).is_dir() else {}
+    indexed = {entry.video_id: entry for entry in index.entries()}
+    videos = [v for v in dataset if v.meta.get("video_id", v.id) in indexed]
+    complete = [v for v in videos if has_every_step(store, caps, v.key)] if caps else videos
+    left_out, videos = len(videos) - len(complete), complete
+    if not videos:
+        remove_track(out)
+        return {"videos": 0, "steps": 0, "encoded": 0, "kept": 0, "left_out": left_out}
+    source = weights_source(model)
+    previous = _previous(out, source)
+    wanted = [(v.meta.get("video_id", v.id), indexed[v.meta.get("video_id", v.id)].meta.get("hash")) for v in videos]
+    if previous is not None and wanted == [(i, previous.hashes[i]) for i in previous.rows]:
+        return {"videos": len(videos), "steps": previous.steps, "encoded": 0, "kept": len(videos),
+                "left_out": left_out}  # as it is
+    encoded = kept = 0
+    with TrackWriter(out, index.dim, source) as writer:
+        for video in tqdm(videos, desc="moment track", unit="video", disable=not progress or len(videos) < 2):
+            video_id = video.meta.get("video_id", video.id)
+            digest = indexed[video_id].meta.get("hash")
+            if previous is not None and video_id in previous and previous.hashes[video_id] == digest:
+                vectors, times = previous.video(video_id)
+                kept += 1
+            else:
+                vectors, times = step_vectors(model, dataset.subset([video.id]), store, features_dir, index.dim)
+                encoded += 1
+            writer.add(video_id, vectors, times, digest)
+        writer.finish()
+    return {"videos": len(videos), "steps": writer.steps, "encoded": encoded, "kept": kept, "left_out": left_out}
+
+
+def _previous(out: str | os.PathLike, source: str) -> MomentTrack | None:
+    """The folder's previous track when its vectors come from the same weights (else None)."""
+    try:
+        track = open_track(out)
+    except Exception:  # noqa: BLE001 - a damaged track is rebuilt, never read
+        return None
+    return track if track is not None and track.source == source else None
+
+
+def step_vectors(model: Any, video: VideoTextDataset, store: FeatureStore, features_dir: str | os.PathLike,
+                 dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """One video's step vectors [T, D] (float16, unit rows) and step times [T, 2]: the index vector of
+    each one-step clip, encoded CLIPS_PER_PASS clips at a time."""
+    reader = model.features_for(video, features_dir, progress=False, whole_videos=False)  # extracted already
+    step = step_seconds(store, model.experts, next(iter(video)).key)
+    clips, clip_reader = window_clips(video, reader, step, step)
+    ids = [clip.id for clip in clips]
+    times = np.asarray([[clip.meta["start"], clip.meta["end"]] for clip in clips], np.float32).reshape(-1, 2)
+    parts = []
+    for first in range(0, len(ids), CLIPS_PER_PASS):
+        embedding = model.video_embedding(clips.subset(ids[first : first + CLIPS_PER_PASS]), clip_reader)
+        vectors = np.asarray(model.index_vectors(embedding), np.float32)  # [n, D]
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        parts.append((vectors / np.where(norms > 0, norms, 1.0)).astype(np.float16))
+    return (np.concatenate(parts) if parts else np.zeros((0, dim), np.float16)), times
