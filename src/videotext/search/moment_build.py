@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from videotext.data.features import FeatureStore
 from videotext.data.schema import VideoTextDataset
+from videotext.errors import VideoTextError
 from videotext.search.moment_track import MomentTrack, TrackWriter, open_track, remove_track
 from videotext.search.windows import window_clips
 
@@ -63,46 +64,52 @@ def step_seconds(store: FeatureStore, experts: list[str], key: str) -> float:
 
 def build_moment_track(model: Any, index: Any, dataset: VideoTextDataset, out: str | os.PathLike,
                        features_dir: str | os.PathLike, progress: bool = True) -> dict[str, Any]:
-    """Keep the moment track of the index `index` (folder `out`) for the videos of `dataset` it holds,
-    from the features in `features_dir`. Returns a summary: `videos`, `steps`, `encoded` (videos whose
-    steps were encoded now), `kept` (copied from the previous track) and `left_out` (videos whose
-    features hold only some of their steps)."""
+    """Keep the moment track of the index `index` (folder `out`) for the videos of `dataset` it holds:
+    a video's rows are copied from the previous track when they came from the same weights and file,
+    else encoded from its features in `features_dir` (never extracted here). Returns a summary:
+    `videos`, `steps`, `encoded` (videos whose steps were encoded now), `kept` (copied) and `left_out`
+    (videos whose features hold only some of their steps, or none)."""
     store = FeatureStore(features_dir)
     caps = step_caps(model, store) if Path(features_dir).is_dir() else {}
-    indexed = {entry.video_id: entry for entry in index.entries()}
-    videos = [v for v in dataset if v.meta.get("video_id", v.id) in indexed]
-    complete = [v for v in videos if has_every_step(store, caps, v.key)] if caps else videos
-    left_out, videos = len(videos) - len(complete), complete
-    if not videos:
-        remove_track(out)
-        return {"videos": 0, "steps": 0, "encoded": 0, "kept": 0, "left_out": left_out}
     source = weights_source(model)
     previous = _previous(out, source)
-    wanted = [(v.meta.get("video_id", v.id), indexed[v.meta.get("video_id", v.id)].meta.get("hash")) for v in videos]
-    if previous is not None and wanted == [(i, previous.hashes[i]) for i in previous.rows]:
-        return {"videos": len(videos), "steps": previous.steps, "encoded": 0, "kept": len(videos),
-                "left_out": left_out}  # as it is
-    encoded = kept = 0
+    indexed = {entry.video_id: entry for entry in index.entries()}
+    plan = []  # (video, video id, file hash, True: copy its previous rows)
+    for video in dataset:
+        video_id = video.meta.get("video_id", video.id)
+        if video_id not in indexed:
+            continue
+        digest = indexed[video_id].meta.get("hash")
+        if previous is not None and video_id in previous and previous.hashes[video_id] == digest:
+            plan.append((video, video_id, digest, True))
+        elif Path(features_dir).is_dir() and any(store.has(e, video.key) for e in model.experts) \
+                and has_every_step(store, caps, video.key):
+            plan.append((video, video_id, digest, False))
+    left_out = len({v.meta.get("video_id", v.id) for v in dataset} & set(indexed)) - len(plan)
+    summary = {"videos": len(plan), "encoded": sum(not copy for *_, copy in plan), "left_out": left_out}
+    summary["kept"] = len(plan) - summary["encoded"]
+    if not plan:
+        remove_track(out)
+        return {**summary, "steps": 0}
+    if previous is not None and [(i, d) for _, i, d, _ in plan] == [(i, previous.hashes[i]) for i in previous.rows]:
+        return {**summary, "steps": previous.steps}  # the track as it is
     with TrackWriter(out, index.dim, source) as writer:
-        for video in tqdm(videos, desc="moment track", unit="video", disable=not progress or len(videos) < 2):
-            video_id = video.meta.get("video_id", video.id)
-            digest = indexed[video_id].meta.get("hash")
-            if previous is not None and video_id in previous and previous.hashes[video_id] == digest:
+        for video, video_id, digest, copy in tqdm(plan, desc="moment track", unit="video",
+                                                  disable=not progress or len(plan) < 2):
+            if copy:
                 vectors, times = previous.video(video_id)
-                kept += 1
             else:
                 vectors, times = step_vectors(model, dataset.subset([video.id]), store, features_dir, index.dim)
-                encoded += 1
             writer.add(video_id, vectors, times, digest)
         writer.finish()
-    return {"videos": len(videos), "steps": writer.steps, "encoded": encoded, "kept": kept, "left_out": left_out}
+    return {**summary, "steps": writer.steps}
 
 
 def _previous(out: str | os.PathLike, source: str) -> MomentTrack | None:
     """The folder's previous track when its vectors come from the same weights (else None)."""
     try:
         track = open_track(out)
-    except Exception:  # noqa: BLE001 - a damaged track is rebuilt, never read
+    except VideoTextError:  # a damaged track is made again, never read
         return None
     return track if track is not None and track.source == source else None
 
