@@ -111,6 +111,8 @@ def test_the_cli_python_and_http_answer_the_same_moments(windows):
     frame = client.get(results[0]["thumbnail"])
     assert frame.status_code == 200 and frame.content[:2] == b"\xff\xd8"
     assert client.get(results[0]["video"]).status_code == 200
+    assert results[0]["entry"] == hits[0].meta["entry"]  # what "more like this" asks for
+    assert client.get("/search/like", params={"id": results[0]["entry"], "k": 2}).status_code == 200
     plain = client.get("/search", params={"q": QUERY, "k": 5}).json()["results"]  # without the flag: windows
     assert len(plain) == 5 and all(r["id"] in opened.index and r["end"] - r["start"] <= 3.0 for r in plain)
     assert client.get("/search", params={"q": QUERY, "moments": "true", "by": "said"}).status_code == 400

@@ -32,6 +32,9 @@ class Result(BaseModel):
                                    "moment's start, 0 for a whole video.")
     end: Optional[float] = Field(None, description="Seconds into the video where the hit ends.")
     duration: Optional[float] = Field(None, description="The whole video's duration in seconds.")
+    entry: Optional[str] = Field(None, description="For a moment (`moments=true`): the indexed entry of its video "
+                                 "it was found through, whose file, thumbnails and neighbours (`/search/like`) "
+                                 "the links name.")
     caption: Optional[str] = None
     thumbnail: str
     video: Optional[str] = None
@@ -84,6 +87,7 @@ def results_of(index: Any, hits: list) -> list[Result]:
         results.append(Result(
             id=h.id, video_id=h.video_id, rank=h.rank, score=float(h.score), path=public_path(h.path, root),
             start=h.start, end=h.end if h.end is not None else duration, duration=duration,
+            entry=h.meta.get("entry"),
             caption=captions[0] if isinstance(captions, list) and captions else None,
             thumbnail=f"/thumbnail/{source}" + (f"?t={h.start:g}" if "entry" in h.meta else ""),
             video=f"/video/{source}" if h.path else None,

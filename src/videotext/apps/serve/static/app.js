@@ -148,10 +148,11 @@ function withMoreLike(cardButton, hit) {
   more.className = "more-like";
   more.dataset.id = hit.id;
   more.textContent = "more like this";
+  const like = hit.entry || hit.id;  // a moment: like the indexed entry it was found through
   more.addEventListener("click", () => {
     const k = Math.min(100, Math.max(1, parseInt(kBox.value, 10) || 12));
-    history.replaceState(null, "", `?like=${encodeURIComponent(hit.id)}&k=${k}`);
-    showResults(`/search/like?${new URLSearchParams({ id: hit.id, k: String(k) })}`);
+    history.replaceState(null, "", `?like=${encodeURIComponent(like)}&k=${k}`);
+    showResults(`/search/like?${new URLSearchParams({ id: like, k: String(k) })}`);
   });
   box.append(cardButton, more);
   return box;
