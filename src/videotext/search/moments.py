@@ -43,13 +43,16 @@ class Span(NamedTuple):
 
 @dataclass(frozen=True)
 class SpanSettings:
-    """The knobs of `find_spans` (module docstring); the defaults are the validation set's choice."""
+    """The knobs of `find_spans` (module docstring). The defaults of smooth, min_steps, scale_ratio,
+    context_ratio and context_weight are the best of a 128-setting grid on the validation videos of
+    `bench/moments.py` (synthetic long videos, the demo's `dual` run; docs/search.md gives the figures);
+    candidates, refine_rounds and nms_iou were set, not searched."""
 
     smooth: int = 1  # steps in the centred box filter (odd; 1: the raw scores)
     min_steps: int = 1  # shortest proposal, in steps
     scale_ratio: float = 1.5  # each proposal length is this times the previous one (rounded up)
-    context_ratio: float = 0.5  # context on each side, as a fraction of the span's length
-    context_weight: float = 1.0  # score = inside mean − this × context mean
+    context_ratio: float = 1.5  # context on each side, as a multiple of the span's length
+    context_weight: float = 0.5  # score = inside mean − this × context mean
     candidates: int = 40  # proposals refined per video
     refine_rounds: int = 2  # start-then-end passes of boundary refinement
     nms_iou: float = 0.5  # a span overlapping a better one more than this is dropped
@@ -121,21 +124,35 @@ def _proposals(scorer: _Scorer, settings: SpanSettings) -> tuple[np.ndarray, np.
     return np.concatenate(starts), np.concatenate(ends), np.concatenate(strides)
 
 
-def _refine(scorer: _Scorer, i: int, j: int, radius: int, rounds: int) -> tuple[int, int]:
-    """Step 4: the start, then the end, moved within `radius` steps to the best score, `rounds` times."""
+def _refine(scorer: _Scorer, i: np.ndarray, j: np.ndarray, radius: np.ndarray,
+            rounds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step 4 for spans [i, j) at once: each start, then each end, moved to the best score within its
+    `radius` steps (ties: the earliest), `rounds` times."""
+    offsets = np.arange(-int(radius.max()), int(radius.max()) + 1)  # [W]
+    near = np.abs(offsets)[None, :] <= radius[:, None]  # [C, W]
+    rows = np.arange(len(i))
     for _ in range(rounds):
-        moved = False
-        starts = np.arange(max(0, i - radius), min(j - 1, i + radius) + 1)
-        best = int(starts[np.argmax(scorer(starts, np.full(len(starts), j))[0])])
-        moved |= best != i
-        i = best
-        ends = np.arange(max(i + 1, j - radius), min(scorer.steps, j + radius) + 1)
-        best = int(ends[np.argmax(scorer(np.full(len(ends), i), ends)[0])])
-        moved |= best != j
-        j = best
-        if not moved:
-            break
+        starts = i[:, None] + offsets  # [C, W]
+        valid = near & (starts >= 0) & (starts < j[:, None])
+        starts = np.clip(starts, 0, j[:, None] - 1)
+        score = np.where(valid, scorer(starts, np.broadcast_to(j[:, None], starts.shape))[0], -np.inf)
+        i = starts[rows, np.argmax(score, axis=1)]
+        ends = j[:, None] + offsets
+        valid = near & (ends > i[:, None]) & (ends <= scorer.steps)
+        ends = np.clip(ends, i[:, None] + 1, scorer.steps)
+        score = np.where(valid, scorer(np.broadcast_to(i[:, None], ends.shape), ends)[0], -np.inf)
+        j = ends[rows, np.argmax(score, axis=1)]
     return i, j
+
+
+def _top(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the `count` largest values, best first (ties: the earlier index)."""
+    if len(values) > count:
+        part = np.argpartition(-values, count - 1)[:count]
+        threshold = values[part].min()
+        part = np.flatnonzero(values >= threshold)  # every tie at the threshold, so the order is stable
+        return part[np.argsort(-values[part], kind="stable")][:count]
+    return np.argsort(-values, kind="stable")
 
 
 def _iou(i: int, j: int, kept_i: np.ndarray, kept_j: np.ndarray) -> np.ndarray:
@@ -160,12 +177,9 @@ def find_spans(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray, k: int 
     scorer = _Scorer(smooth_scores(scores, settings.smooth), settings)
     first, last, strides = _proposals(scorer, settings)
     proposal_scores = scorer(first, last)[0]
-    best = np.argsort(-proposal_scores, kind="stable")[: settings.candidates]
-    refined = {}
-    for p in best.tolist():  # step 4; proposals that refine to the same span merge (the dict's key)
-        span = _refine(scorer, int(first[p]), int(last[p]), int(strides[p]), settings.refine_rounds)
-        refined.setdefault(span, None)
-    spans = np.asarray(list(refined), dtype=np.int64).reshape(-1, 2)
+    best = _top(proposal_scores, settings.candidates)
+    i, j = _refine(scorer, first[best], last[best], strides[best], settings.refine_rounds)
+    spans = np.unique(np.stack([i, j], axis=1), axis=0)  # proposals that refine to the same span merge
     final, inside = scorer(spans[:, 0], spans[:, 1])
     kept: list[int] = []
     for p in np.argsort(-final, kind="stable").tolist():  # step 5
