@@ -140,6 +140,12 @@ def test_an_update_encodes_only_the_new_videos_steps(setup, tiny_synth, tmp_path
     report = videotext.build_index(str(run), videos, out, window=3.0, update=True, progress=False)
     assert "moment track: 12 steps of 2 videos (0 encoded, 2 kept)" in report.lines()
     assert sorted(open_track(out).rows) == [NAMES[1], NAMES[3]]
+    data = next((out / "moments").glob("vectors-*"))
+    data.write_bytes(data.read_bytes()[:100])  # damaged: `index check` names it, the next build makes it anew
+    assert any(line.startswith("problem: ") and data.name in line for line in videotext.check_index(out).lines())
+    report = videotext.build_index(str(run), videos, out, window=3.0, update=True, progress=False)
+    assert "moment track: 12 steps of 2 videos (2 encoded, 0 kept)" in report.lines()
+    assert not any(line.startswith("problem: ") for line in videotext.check_index(out).lines())
 
 
 def test_a_whole_video_build_keeps_the_track_only_with_every_step(setup, tmp_path):
@@ -156,6 +162,8 @@ def test_a_whole_video_build_keeps_the_track_only_with_every_step(setup, tmp_pat
         videotext.open_index(tmp_path / "whole").search(QUERY, moments=True)
     printed = CliRunner().invoke(app, ["search", str(tmp_path / "whole"), QUERY, "--moments"])
     assert printed.exit_code != 0 and "keeps no moment track" in printed.output
+    assert "no moment track: `search --moments` needs a build with --window or --moments" in \
+        videotext.check_index(tmp_path / "whole").lines()
     report = videotext.build_index(str(run), videos, tmp_path / "every", moments=True, progress=False)
     assert "moment track: 18 steps of 3 videos (3 encoded, 0 kept)" in report.lines()
     assert len(videotext.open_index(tmp_path / "every").search(QUERY, k=3, moments=True)) == 3
@@ -182,6 +190,8 @@ def test_every_entry_carries_its_duration_and_an_update_fills_an_older_index(set
     index.add(index.embeddings_for([e.id for e in older]), older)
     index.save(out)
     assert [h.end for h in videotext.open_index(out).search(QUERY, k=3)] == [None] * 3  # still answers
+    assert "3 entries carry no duration (an older build): `index build --update` fills it" in \
+        videotext.check_index(out).lines()
     assert videotext.open_index(out).search(QUERY, k=10, where="duration > 5") == []
     report = videotext.build_index(str(run), videos, out, update=True, progress=False)
     assert report.update.add == [] and sorted(report.update.keep) == list(NAMES[:3])

@@ -298,8 +298,8 @@ class SearchableIndex:
         score (`search.moment_search`), scored against the folder's moment track by the query side."""
         track = self.track
         if track is None:
-            raise VideoTextError(f"{self.folder}: this index keeps no moment track; build it with `videotext index "
-                                 f"build --moments` (every step of whole videos) or `--window SECONDS`")
+            raise VideoTextError("this index keeps no moment track; build it with `videotext index build --moments` "
+                                 "(every step of whole videos) or `--window SECONDS`")  # no path: the HTTP API says it
         return find_moments(self.index, track, query_vector(self.query_side, query), k, where)
 
     def like(self, example: Any = None, k: int = 10, where: str | None = None, id: str | None = None) -> list[Hit]:
