@@ -238,7 +238,7 @@ def index_inputs(model: IndexModel, source: Any, dataset: VideoTextDataset, feat
                  every_step: bool = False) -> tuple[VideoTextDataset, VideoFeatures]:
     """The videos (or their windows) to encode and their feature reader: features are
     extracted where missing (and the media fingerprints they came from recorded), videos
-    no expert could read are left out, and every video knows its duration (`with_durations`)."""
+    no expert could read are left out, and every whole video knows its duration (`with_durations`)."""
     whole_videos = not window and not every_step
     reader, experts = model.features_for(dataset, features_dir, progress, whole_videos=whole_videos), model.experts
     present = [v for v in dataset if any(reader.store.has(e, v.key) for e in experts)]
@@ -247,9 +247,11 @@ def index_inputs(model: IndexModel, source: Any, dataset: VideoTextDataset, feat
     if fingerprints and dist.is_main():
         reader.store.record_sources({v.key: {**fingerprints[v.id], "path": os.path.abspath(dataset.media_path(v))}
                                      for v in present if v.id in fingerprints})
-    dataset = with_durations(dataset.subset([v.id for v in present]), reader)
-    if window:
+    dataset = dataset.subset([v.id for v in present])
+    if window:  # each clip carries its video's duration (`window_clips`)
         dataset, reader = window_clips(dataset, reader, window, stride or window / 2)
+    else:
+        dataset = with_durations(dataset, reader)
     return dataset, reader
 
 
@@ -262,7 +264,8 @@ def with_durations(dataset: VideoTextDataset, reader: VideoFeatures) -> VideoTex
     videos = []
     for v in dataset:
         if v.duration is None:
-            v = dataclasses.replace(v, duration=media_duration(dataset.media_path(v)) or video_duration(v, reader))
+            duration = media_duration(dataset.media_path(v))  # 0 for a still image
+            v = dataclasses.replace(v, duration=video_duration(v, reader) if duration is None else duration)
         videos.append(v)
     return VideoTextDataset(dataset.name, videos, dataset.splits, dataset.root, dataset.meta)
 

@@ -22,6 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from videotext.data.features import FeatureStore
+from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 from videotext.search.moment_track import MomentTrack, TrackWriter, open_track, remove_track
@@ -114,13 +115,45 @@ def _previous(out: str | os.PathLike, source: str) -> MomentTrack | None:
     return track if track is not None and track.source == source else None
 
 
+class OneVideo:
+    """The calls `WindowFeatures` makes of a FeatureStore, over one video's features read whole once (as
+    stored, float16 by default: an hour at one step a second is a few tens of MB), so its thousands of
+    one-step clips cost no HDF5 read each."""
+
+    def __init__(self, store: Any, experts: list[str], key: str):
+        self.store, self.key = store, key
+        self.stored = {e: store.stored(e, key) for e in experts if store.has(e, key)}  # (features, times)
+
+    def has(self, expert: str, key: str) -> bool:
+        return key == self.key and expert in self.stored
+
+    def dim(self, expert: str) -> int:
+        return self.store.dim(expert)
+
+    def info(self, expert: str) -> dict[str, Any]:
+        return self.store.info(expert)
+
+    def is_missing(self, expert: str, key: str) -> bool:
+        return self.store.is_missing(expert, key)
+
+    def timestamps(self, expert: str, key: str) -> np.ndarray:
+        return self.stored[expert][1]
+
+    def get(self, expert: str, key: str, rows: slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+        features, times = self.stored[expert]
+        rows = slice(None) if rows is None else rows
+        return features[rows].astype(np.float32), times[rows]
+
+
 def step_vectors(model: Any, video: VideoTextDataset, store: FeatureStore, features_dir: str | os.PathLike,
                  dim: int) -> tuple[np.ndarray, np.ndarray]:
     """One video's step vectors [T, D] (float16, unit rows) and step times [T, 2]: the index vector of
     each one-step clip, encoded CLIPS_PER_PASS clips at a time."""
     reader = model.features_for(video, features_dir, progress=False, whole_videos=False)  # extracted already
-    step = step_seconds(store, model.experts, next(iter(video)).key)
-    clips, clip_reader = window_clips(video, reader, step, step)
+    key = next(iter(video)).key
+    step = step_seconds(store, model.experts, key)
+    reader = VideoFeatures(OneVideo(reader.store, reader.experts, key), reader.experts, reader.max_steps)
+    clips, clip_reader = window_clips(video, reader, step, step)  # read whole once, not once per step clip
     ids = [clip.id for clip in clips]
     times = np.asarray([[clip.meta["start"], clip.meta["end"]] for clip in clips], np.float32).reshape(-1, 2)
     parts = []
