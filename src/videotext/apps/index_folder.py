@@ -13,12 +13,12 @@ An index folder holds what a search reads:
 
 `build_index` takes the folder's writer lock once and runs the steps in that order: vectors
 (`search.build`) and the moment track (`search.moment_build`) → query encoder → channels
-(`search.spoken_build`) → publish; it returns a
-`BuildReport` that a caller prints. `open_index` returns a `SearchableIndex` over one version of the
-folder: its text queries go through the exported query side first, the run's model only where the
-folder has none (or a run or a precision is asked for); its example queries load the model when
-first asked; `moments=True` answers spans of videos (start, end, score) instead of its entries. `videotext index build`, `search`, `search --like`, `serve`, `LoadedModel.build_index`
-and `LoadedModel.search` all come here.
+(`search.spoken_build`) → publish; it returns a `BuildReport` that a caller prints. `open_index`
+returns a `SearchableIndex` over one version of the folder: its text queries go through the exported
+query side first, the run's model only where the folder has none (or a run or a precision is asked
+for); its example queries load the model when first asked; with `moments=True` a search answers spans
+of videos (start, end, score) instead of its entries. `videotext index build`, `search`, `search
+--like`, `serve`, `LoadedModel.build_index` and `LoadedModel.search` all come here.
 
 Opening must stay light (a cold `videotext search` beats `import torch`), so the building steps and
 the model are imported inside the functions that need them.
@@ -121,10 +121,10 @@ def build_index(model: Any, source: Any, out: str | os.PathLike | None = None, *
     The vectors (`search.build.build_index`: `update` adds new videos, encodes changed ones again and
     drops deleted ones; `window` / `stride` index sliding-window clips; `store` "faiss", "milvus:PATH.db"
     or a Milvus server URI with `collection`) and the moment track (one vector per step of each video,
-    from the features at hand: a window build always has every step; a whole-video build extracts
-    every step only with `moments`, else only those the method reads, and keeps no track), then the
-    query encoder, then what is said (`speech`:
-    subtitles, else `asr_engine` / `asr_model`) and what is written (`text`: `ocr_engine`), then the
+    from the features at hand: a window build extracts every step; a whole-video build only with
+    `moments`, else those the method reads, so the track then leaves out videos with more steps than
+    that), then the query encoder, then what is said (`speech`: subtitles, else `asr_engine` /
+    `asr_model`) and what is written (`text`: `ocr_engine`), then the
     published version, all under one writer lock (a second writer waits `lock_timeout` seconds, then
     stops with one line naming the holder). Features go to `features` (default `OUT.features`). Without
     `out` the index stays in memory (vectors only). Under torchrun every rank encodes its share and

@@ -285,6 +285,8 @@ def complete_entries(index: IndexStore, ids: Sequence[str]) -> int:
     carried one lacks: their file's, written back with their own vectors and parts (a whole video's
     `end` too). Returns how many entries were completed."""
     wanted = set(ids)
+    if not wanted:  # a fresh build: every entry was just written with its duration
+        return 0
     lacking = [e for e in index.entries() if e.id in wanted and e.meta.get("duration") is None]
     completed = []
     for entry in lacking:
