@@ -30,6 +30,7 @@ from videotext.search.windows import window_clips
 
 CLIPS_PER_PASS = 2048  # step clips encoded at once: a 10-hour video is 18 passes of bounded memory
 DEFAULT_STEP = 1.0  # seconds per step where no expert stores two steps of a video
+UNCAPPED = 1 << 20  # steps a clip may hold for a model that names no cap (`RunModel.max_steps` does)
 
 
 def step_caps(model: Any, store: FeatureStore) -> dict[str, int]:
@@ -100,7 +101,7 @@ def build_moment_track(model: Any, index: Any, dataset: VideoTextDataset, out: s
             if copy:
                 vectors, times = previous.video(video_id)
             else:
-                vectors, times = step_vectors(model, dataset.subset([video.id]), store, features_dir, index.dim)
+                vectors, times = step_vectors(model, dataset.subset([video.id]), store, index.dim)
             writer.add(video_id, vectors, times, digest)
         writer.finish()
     return {**summary, "steps": writer.steps}
@@ -145,15 +146,16 @@ class OneVideo:
         return features[rows].astype(np.float32), times[rows]
 
 
-def step_vectors(model: Any, video: VideoTextDataset, store: FeatureStore, features_dir: str | os.PathLike,
-                 dim: int) -> tuple[np.ndarray, np.ndarray]:
+def step_vectors(model: Any, video: VideoTextDataset, store: FeatureStore, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """One video's step vectors [T, D] (float16, unit rows) and step times [T, 2]: the index vector of
     each one-step clip, encoded CLIPS_PER_PASS clips at a time."""
-    reader = model.features_for(video, features_dir, progress=False, whole_videos=False)  # extracted already
     key = next(iter(video)).key
     step = step_seconds(store, model.experts, key)
-    reader = VideoFeatures(OneVideo(reader.store, reader.experts, key), reader.experts, reader.max_steps)
-    clips, clip_reader = window_clips(video, reader, step, step)  # read whole once, not once per step clip
+    # the features are in the store already; read whole once, not once per step clip. Not through
+    # `features_for`: under torchrun only rank 0 keeps the track, and that call is a collective
+    reader = VideoFeatures(OneVideo(store, model.experts, key), model.experts,
+                           getattr(model, "max_steps", None) or UNCAPPED)
+    clips, clip_reader = window_clips(video, reader, step, step)
     ids = [clip.id for clip in clips]
     times = np.asarray([[clip.meta["start"], clip.meta["end"]] for clip in clips], np.float32).reshape(-1, 2)
     parts = []
