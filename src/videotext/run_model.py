@@ -154,10 +154,19 @@ class RunModel:
     def experts(self) -> list[str]:
         return list(self.config.data.experts)
 
+    @property
+    def max_steps(self) -> int:
+        """The most steps per expert the method reads of a video or clip (`data.max_steps_per_expert`)."""
+        return int(self.config.data.max_steps_per_expert)
+
     def encode_text(self, texts: str | Sequence[str]) -> torch.Tensor:
         """Query vectors [N, D] (float32, CPU) for a dot-product index (the method's `query_vectors`)."""
         text = self._run(encode_texts, self.method, _texts(texts), device=self.device)
         return self._run(self.method.query_vectors, text, at_precision=False)
+
+    def query_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """`encode_text` as a float32 numpy array [N, D]: a query side's vectors (a search for moments)."""
+        return self.encode_text(list(texts)).numpy()
 
     def encode_video(self, video: Any) -> torch.Tensor:
         """Index vectors [B, D] (float32, CPU) of videos given as arrays (torch, numpy or lists;
@@ -206,7 +215,7 @@ class RunModel:
         if unsized:
             raise VideoTextError(f"{expected}, got none of {unsized} (whose width the checkpoint does not record)")
         videos = [Video(id=str(i)) for i in range(next(iter(counts.values())))]
-        reader = VideoFeatures(_ArrayStore(arrays, dims), self.experts, self.config.data.max_steps_per_expert)
+        reader = VideoFeatures(_ArrayStore(arrays, dims), self.experts, self.max_steps)
         return VideoTextDataset("features", videos), reader
 
     def similarity(self, text: Any, video: Any) -> torch.Tensor:
@@ -239,7 +248,7 @@ class RunModel:
         if absent:
             raise VideoTextError(f"{features_dir}: no video gave {absent} features "
                                  f"(see {features_dir / 'failures.jsonl'})")
-        return VideoFeatures(store, self.experts, self.config.data.max_steps_per_expert)
+        return VideoFeatures(store, self.experts, self.max_steps)
 
     def extraction_settings(self, whole_videos: bool = False, target: FeatureStore | None = None) -> dict[str, Any]:
         """`extract_features` options that reproduce the training features for new videos: the
@@ -259,7 +268,7 @@ class RunModel:
             if target is not None and target.has_expert(e):
                 cap = target.info(e)["config"].get("max_steps")
             else:
-                cap = self.config.data.max_steps_per_expert if whole_videos and self.method.reads_subsampled_steps else None
+                cap = self.max_steps if whole_videos and self.method.reads_subsampled_steps else None
             options[e] = {**options.get(e, {}), "max_steps": int(cap) if cap else None}
         return {"options": options} if options else {}
 

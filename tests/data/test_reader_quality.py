@@ -218,7 +218,8 @@ def test_official_files_read_as_released():
     Set ``VIDEOTEXT_OFFICIAL_DATA`` to a folder holding any of
     ``activitynet/{train,val_1,val_2}.json`` (ActivityNet Captions),
     ``youcook2/youcookii_annotations_trainval.json`` (YouCook2),
-    ``didemo/{train,val,test}_data.json`` (DiDeMo, as in LocalizingMoments' ``data/``)
+    ``didemo/{train,val,test}_data.json`` (DiDeMo, as in LocalizingMoments' ``data/``),
+    ``qvhighlights/highlight_{train,val,test}_release.jsonl`` (QVHighlights, moment_detr's ``data/``)
     and ``msrvtt/MSRVTT_data.json`` (MSR-VTT); the datasets found are checked, the
     others skipped. The bad-record figures asserted are those of the released files.
     """
@@ -249,6 +250,12 @@ def test_official_files_read_as_released():
         dataset = read_dataset("didemo", root / "didemo")
         assert dataset.meta["bad_records"]["records"] == []
         assert all(row.ok for row in compare(dataset)[1] if row.split in dataset.splits)
+        checked += 1
+    if (root / "qvhighlights" / "highlight_val_release.jsonl").is_file():
+        dataset = read_dataset("qvhighlights", root / "qvhighlights", protocol="official")
+        assert dataset.meta["bad_records"]["records"] == []
+        assert all(row.ok for row in compare(dataset)[1] if row.split in dataset.splits)
+        assert sum(len(q.spans) for q in dataset.split("val").moment_queries()) == 2_803  # windows, counted
         checked += 1
     if (root / "msrvtt" / "MSRVTT_data.json").is_file():
         dataset = read_dataset("msrvtt", root / "msrvtt" / "MSRVTT_data.json")

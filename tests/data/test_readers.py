@@ -35,7 +35,7 @@ def assert_bad(fmt: str, path: Path, key: str, file: str | None = None, **option
 def test_registry_names_every_format():
     assert set(READERS) == {
         "msrvtt", "activitynet", "youcook2", "vatex", "lsmdc", "msvd", "didemo", "webvid", "cc3m", "coco",
-        "howto100m", "tuxpaint", "folder", "manifest", "crosstask",
+        "howto100m", "tuxpaint", "folder", "manifest", "crosstask", "charades_sta", "qvhighlights",
     }
 
 

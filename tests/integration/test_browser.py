@@ -240,3 +240,67 @@ def test_more_like_this_shows_the_entries_nearest_to_a_result(server, search_cas
             assert f"like={expected}" in page.url
         finally:
             browser.close()
+
+
+
+@pytest.fixture(scope="module")
+def moments_case(search_case, tiny_synth, tmp_path_factory):
+    """(a --window 3 index of the fixture with its moment track, the query, its top moment by the Python API)."""
+    import videotext
+    from videotext.search import Index
+
+    run = Index.load(search_case[0]).meta["run_dir"]
+    folder = tmp_path_factory.mktemp("browser_moments") / "idx"
+    videotext.build_index(run, tiny_synth / "manifest.json", folder, features=tiny_synth / "features", window=3.0,
+                          progress=False)
+    query = search_case[1]
+    return folder, query, videotext.open_index(folder).search(query, k=K, moments=True)[0]
+
+
+def clock(t: float) -> str:
+    """A time as the page writes it (m:ss.s)."""
+    minutes = int(t // 60)
+    return f"{minutes}:{t - 60 * minutes:04.1f}"
+
+
+@needs_chromium
+def test_the_page_shows_moments_and_plays_one_from_its_start(moments_case):
+    """With "moments" ticked the cards are spans: their times, a bar marking the span in the video,
+    and a click plays the video from the span's start."""
+    playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the PyPI package playwright (dev extra)")
+    folder, query, top = moments_case
+    base, stop = run_server(folder)
+    try:
+        with playwright_api.sync_playwright() as p:
+            browser = launch(p)
+            try:
+                page = browser.new_page(viewport={"width": 1100, "height": 900})
+                page.goto(base + "/")
+                page.fill("#query", query)
+                page.fill("#k", str(K))
+                page.check("#moments")
+                page.click("button[type=submit]")
+                card = f'.card[data-id="{top.id}"]'
+                page.wait_for_selector(f"{card} .span-bar .span")
+                assert "moments=true" in page.url
+                shown = page.eval_on_selector_all(".card", "cards => cards.map(c => c.dataset.id)")
+                assert shown[0] == top.id and len(shown) == K and all("@" in i for i in shown)
+                assert page.inner_text(f"{card} .time") == f"{clock(top.start)} – {clock(top.end)}"
+                left, width = page.eval_on_selector(f"{card} .span-bar .span",
+                                                    "s => [parseFloat(s.style.left), parseFloat(s.style.width)]")
+                duration = top.meta["duration"]
+                assert left == pytest.approx(100 * top.start / duration, abs=0.01)
+                assert width == pytest.approx(max(1.0, 100 * (top.end - top.start) / duration), abs=0.01)
+                page.wait_for_function("() => [...document.images].every(i => i.complete && i.naturalWidth > 0)")
+                page.click(card)
+                page.wait_for_function("() => { const v = document.getElementById('player');"
+                                       " return v.readyState >= 2 && v.currentTime > 0; }", timeout=20_000)
+                current = page.evaluate("document.getElementById('player').currentTime")
+                assert top.start <= current < top.start + 1.5, (current, top.start)
+                assert page.evaluate("document.getElementById('player').src").endswith(f"#t={top.start:g},{top.end:g}")
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "browser_moments.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        stop()

@@ -78,10 +78,11 @@ KNOWN_DEFECTS: dict[str, dict[str, str]] = {}
 
 
 def methods(test: str) -> list[Any]:
-    """Every registered method as a parameter of `test`, known defects marked strict xfail."""
+    """Every registered retrieval method as a parameter of `test`, known defects marked strict xfail
+    (moment methods, which rank spans of one video, keep their own contract: tests/models/test_moment_detr.py)."""
     defects = KNOWN_DEFECTS.get(test, {})
     return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=defects[name])) if name in defects
-            else name for name in sorted(METHODS)]
+            else name for name in sorted(METHODS) if METHODS[name].task == "retrieval"]
 
 
 def test_every_registered_method_is_covered():

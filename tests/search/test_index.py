@@ -378,12 +378,19 @@ def test_build_index_update_adds_new_videos_and_drops_deleted_ones(tmp_path):
                                            splits={"test": list(ids)}, root=tmp_path)
     out = tmp_path / "idx"
     model.build_index(dataset(names[:4]), out, features_dir=store.root, progress=False)
-    encoded = []
-    model.method.encode_video = (lambda f: lambda batch: encoded.append(len(batch["video_ids"])) or f(batch))(
-        model.method.encode_video)
+    encoded, steps = [], []  # whole videos; one-step clips of the moment track (ids VIDEO@START-END)
+
+    def counted(f):
+        def encode_video(batch):
+            encoded.append(sum("@" not in i for i in batch["video_ids"]))
+            steps.extend(i.split("@")[0] for i in batch["video_ids"] if "@" in i)
+            return f(batch)
+        return encode_video
+
+    model.method.encode_video = counted(model.method.encode_video)
     updated = model.build_index(dataset(["v0", "v2", "v3", "v4", "v5"]), out, features_dir=store.root,
                                 progress=False, update=True)  # v1 deleted, v4 and v5 new
-    assert sum(encoded) == 2  # only the new videos were encoded
+    assert sum(encoded) == 2 and sorted(set(steps)) == ["v4", "v5"]  # only the new videos were encoded
     fresh = model.build_index(dataset(["v0", "v2", "v3", "v4", "v5"]), features_dir=store.root, progress=False)
     loaded = Index.load(out)
     assert sorted(loaded.ids) == sorted(fresh.ids) == ["v0", "v2", "v3", "v4", "v5"]

@@ -7,15 +7,18 @@ An index folder holds what a search reads:
   needs neither torch nor transformers (`search.query_encoder`);
 - what is said and what is written on screen, as timed lines with their sentence vectors
   (`speech.*`, `written.*`) and the sentence encoder exported beside them (`sentence_encoder/`);
+- the moment track (`moments/`): one vector per step of every video, which a search for moments
+  scores a query against (`search.moment_track`, `search.moment_search`);
 - the published version (`published.json`), written last, which a running `serve` swaps in.
 
 `build_index` takes the folder's writer lock once and runs the steps in that order: vectors
-(`search.build`) → query encoder → channels (`search.spoken_build`) → publish; it returns a
-`BuildReport` that a caller prints. `open_index` returns a `SearchableIndex` over one version of the
-folder: its text queries go through the exported query side first, the run's model only where the
-folder has none (or a run or a precision is asked for); its example queries load the model when
-first asked. `videotext index build`, `search`, `search --like`, `serve`, `LoadedModel.build_index`
-and `LoadedModel.search` all come here.
+(`search.build`) and the moment track (`search.moment_build`) → query encoder → channels
+(`search.spoken_build`) → publish; it returns a `BuildReport` that a caller prints. `open_index`
+returns a `SearchableIndex` over one version of the folder: its text queries go through the exported
+query side first, the run's model only where the folder has none (or a run or a precision is asked
+for); its example queries load the model when first asked; with `moments=True` a search answers spans
+of videos (start, end, score) instead of its entries. `videotext index build`, `search`, `search
+--like`, `serve`, `LoadedModel.build_index` and `LoadedModel.search` all come here.
 
 Opening must stay light (a cold `videotext search` beats `import torch`), so the building steps and
 the model are imported inside the functions that need them.
@@ -42,6 +45,8 @@ from videotext.search.fusion import DEFAULT_FUSION, check_fusion
 from videotext.search.index import open_store
 from videotext.search.live import published_version, publish
 from videotext.search.milvus import DEFAULT_COLLECTION
+from videotext.search.moment_search import find_moments, query_vector
+from videotext.search.moment_track import MomentTrack, open_track
 from videotext.search.query_encoder import META_FILE, QUERY_FOLDER, exported_searcher, export_is_current
 from videotext.search.runs import run_behind
 from videotext.search.shortlist import like_entry
@@ -65,12 +70,19 @@ class BuildReport:
     written: dict[str, Any] | None = None  # the on-screen reading summary (`--text`)
     version: str | None = None  # the published version
     update: Any = None  # the `IndexPlan` of an update (`search.build`)
+    moments: dict[str, Any] | None = None  # the moment track's summary (`search.moment_build`)
 
     def lines(self) -> list[str]:
         """The report as the command line prints it."""
         if self.index is None:  # a torchrun rank other than 0 on a one-writer store: rank 0 reports
             return []
         out = [f"indexed {len(self.index)} {self.unit} → {self.folder if self.folder is not None else 'memory'}"]
+        if self.moments is not None:
+            track = self.moments
+            left = (f"; {track['left_out']} videos left out: their features hold only the steps the method "
+                    f"reads, as a whole-video build without --moments extracts them") if track["left_out"] else ""
+            out.append(f"moment track: {track['steps']} steps of {track['videos']} videos ({track['encoded']} "
+                       f"encoded, {track['kept']} kept{left})")
         if self.query_encoder:
             out.append(f"query encoder: {self.query_encoder}")
         if self.speech is not None:
@@ -100,15 +112,19 @@ def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = 
                 stride: float | None = None, store: str = "faiss", collection: str = DEFAULT_COLLECTION,
                 speech: bool = False, asr_engine: str = "whisper", asr_model: str | None = None,
                 text: bool = False, ocr_engine: str = DEFAULT_ENGINE, lock_timeout: float = 600.0,
-                progress: bool = True, precision: str | None = None, threads: int | None = None) -> BuildReport:
+                progress: bool = True, precision: str | None = None, threads: int | None = None,
+                moments: bool = False) -> BuildReport:
     """Build (or with `update`, bring up to date) the index folder `out` from the videos of `source`
     (a folder, a manifest or a `VideoTextDataset`; with `update`, by default what the index was built
     from) with `model` (a loaded run, or a run folder loaded here at `precision` / `threads`).
 
     The vectors (`search.build.build_index`: `update` adds new videos, encodes changed ones again and
     drops deleted ones; `window` / `stride` index sliding-window clips; `store` "faiss", "milvus:PATH.db"
-    or a Milvus server URI with `collection`), then the query encoder, then what is said (`speech`:
-    subtitles, else `asr_engine` / `asr_model`) and what is written (`text`: `ocr_engine`), then the
+    or a Milvus server URI with `collection`) and the moment track (one vector per step of each video,
+    from the features at hand: a window build extracts every step; a whole-video build only with
+    `moments`, else those the method reads, so the track then leaves out videos with more steps than
+    that), then the query encoder, then what is said (`speech`: subtitles, else `asr_engine` /
+    `asr_model`) and what is written (`text`: `ocr_engine`), then the
     published version, all under one writer lock (a second writer waits `lock_timeout` seconds, then
     stops with one line naming the holder). Features go to `features` (default `OUT.features`). Without
     `out` the index stays in memory (vectors only). Under torchrun every rank encodes its share and
@@ -127,24 +143,27 @@ def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = 
         if dist.env_world_size() > 1:
             model.join_ranks()
         return _build(model, source, out, writes, features, update, window, stride, store, collection, speech,
-                      asr_engine, asr_model, text, ocr_engine, progress)
+                      asr_engine, asr_model, text, ocr_engine, progress, moments)
 
 
 def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool, features: Any, update: bool,
            window: float | None, stride: float | None, store: str, collection: str, speech: bool, asr_engine: str,
-           asr_model: str | None, text: bool, ocr_engine: str, progress: bool) -> BuildReport:
+           asr_model: str | None, text: bool, ocr_engine: str, progress: bool, moments: bool) -> BuildReport:
     """The steps of a build, in the folder's order, under the lock `build_index` holds."""
     import videotext.search.build as vectors  # torch: off the opening path
+    import videotext.search.moment_build as track  # torch (the run's encoder): off the opening path
     import videotext.search.spoken_build as channels  # torch (the sentence encoder): off the opening path
 
     index, plan = vectors.build_index(model, source, out, features, progress, update, window, stride, store,
-                                      collection)
+                                      collection, every_step=moments)
     report = BuildReport(Path(out) if out is not None else None, index, "clips" if window else "videos",
                          update=plan.plan if update else None)
     if not writes or index is None or out is None:
         return report
-    report.query_encoder = export_query_side(model, out)
     features_dir = Path(features) if features is not None else vectors.features_folder(out, model.run_dir)
+    report.moments = track.build_moment_track(model, index, vectors.read_source(source), out, features_dir,
+                                              progress=progress)
+    report.query_encoder = export_query_side(model, out)
     if speech:
         report.speech = channels.build_spoken_index(index, out, features_dir, asr_engine, asr_model, progress=progress)
     if text:
@@ -241,6 +260,7 @@ class SearchableIndex:
     searcher: Any = None  # the query side: exported encoder, a loaded model, or one given by the caller
     key: tuple = ()  # what decides the query side (`_query_key`): versions with equal keys share it
     _model: Any = field(default=None, repr=False)
+    _track: Any = field(default=False, repr=False)  # the moment track once opened (None: the folder has none)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -264,22 +284,47 @@ class SearchableIndex:
             self.searcher = self.model
         return self.searcher
 
+    @property
+    def track(self) -> MomentTrack | None:
+        """The folder's moment track (`search.moment_track`), opened on first use; None when it keeps none."""
+        if self._track is False:
+            self._track = open_track(self.folder)
+        return self._track
+
     def warm(self) -> "SearchableIndex":
-        """Load now what a first text query would load (the query side, the lines' sentence encoder)."""
+        """Load now what a first text query would load (the query side, the lines' sentence encoder, the
+        moment track)."""
         for lines in self.lines.values():
             lines.query_vector("warm")
         self.query_side  # noqa: B018 - loads it
+        self.track  # noqa: B018 - opens it (this version's files)
         return self
 
     def search(self, query: str, k: int = 10, by: str = "all", where: str | None = None,
-               fusion: str = DEFAULT_FUSION) -> list[Hit]:
+               fusion: str = DEFAULT_FUSION, moments: bool = False) -> list[Hit]:
         """Top-k hits for a text query by what is shown, said and written (`by`: shown, said, written,
         both, all or a comma list; `search.channels`), fused by `fusion` (standard or rrf); `where` keeps
-        the entries whose metadata pass that filter (`search.filters`)."""
+        the entries whose metadata pass that filter (`search.filters`). With `moments`, the k best spans
+        of videos by what is shown instead (`moments`)."""
+        check_fusion(fusion)
+        channels = _channels(by, self.lines)
+        if moments:
+            if "shown" not in channels:
+                raise VideoTextError(f"--moments finds spans by what is shown; --by {by!r} leaves it out")
+            return self.moments(query, k, where)
         searcher = self.searcher
-        if searcher is None and "shown" in _channels(by, self.lines):  # text channels alone load no model
+        if searcher is None and "shown" in channels:  # text channels alone load no model
             searcher = self.query_side
         return search_by(searcher, self.index, self.lines, query, k=k, by=by, where=where, fusion=fusion)
+
+    def moments(self, query: str, k: int = 10, where: str | None = None) -> list[Hit]:
+        """The k best moments of the indexed videos for a text query: spans with their start, end and
+        score (`search.moment_search`), scored against the folder's moment track by the query side."""
+        track = self.track
+        if track is None:
+            raise VideoTextError("this index keeps no moment track; build it with `videotext index build --moments` "
+                                 "(every step of whole videos) or `--window SECONDS`")  # no path: the HTTP API says it
+        return find_moments(self.index, track, query_vector(self.query_side, query), k, where)
 
     def like(self, example: Any = None, k: int = 10, where: str | None = None, id: str | None = None) -> list[Hit]:
         """The k entries most like an example (an image, a video, or `PATH@START-END`, extracted and

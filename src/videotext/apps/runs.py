@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Sequence
 from videotext.config import load_config
 from videotext.data.run_data import RunData
 from videotext.errors import VideoTextError
+from videotext.hub_runs import is_hub_run
 from videotext.eval.localization import localize
 from videotext.eval.run_eval import evaluate_run
 from videotext.eval.run_report import write_run_report
@@ -33,11 +34,16 @@ class TrainOutcome:
 
 def train_run(config: str, overrides: Sequence[str] = (), out: str | Path | None = None,
               seeds: Sequence[int | str] = (), resume: bool = False, progress: bool = True, report: bool = True,
-              on_seed: Optional[Callable[[int, dict[str, Any]], None]] = None) -> TrainOutcome:
+              on_seed: Optional[Callable[[int, dict[str, Any]], None]] = None,
+              init_from: str | Path | None = None) -> TrainOutcome:
     """Train `config` (a YAML file or a packaged name, with `overrides`) into `out` (default: the
     config's `out_dir`), selecting on validation and testing once at the end; with `seeds`, once per
     seed into `out/seed_S` and summarised as mean ± std (`on_seed` sees each seed's result). One run
-    writes its report page after the test evaluation unless `report` is False."""
+    writes its report page after the test evaluation unless `report` is False. `init_from` (a run
+    folder, made absolute, or `hf-hub:ORG/NAME`, as given) is `train.init_from`."""
+    if init_from is not None:
+        start = init_from if is_hub_run(init_from) else Path(init_from).resolve()
+        overrides = [*overrides, f"train.init_from={start}"]
     cfg = load_config(config, list(overrides))
     run_dir = Path(out or cfg.out_dir)
     if seeds:

@@ -105,8 +105,17 @@ def parse_options(items: Optional[List[str]]) -> dict:
     return options
 
 
+MOMENT_COLUMNS = ("R1@0.5", "R1@0.7", "R5@0.5", "mIoU", "mAP")  # the moment tables' columns
+
+
 def metrics_text(result: dict) -> str:
     directions = [k for k, v in result.items() if isinstance(v, dict) and "R1" in v]
+    if isinstance(result.get("moments"), dict):  # a moment method: spans of a video (videotext.eval.moment_eval)
+        lines = ["moments: " + "  ".join(f"{k} {result['moments'][k]:.1f}" for k in MOMENT_COLUMNS)]
+        if isinstance(result.get("highlight"), dict):
+            lines.append(f"highlight ({result.get('highlight_truth', '')}): HIT@1 {result['highlight']['HIT@1']:.1f}  "
+                         f"mAP {result['highlight']['mAP']:.1f}")
+        return "\n".join(lines + [f"({result.get('n_queries', '?')} queries, {result.get('n_videos', '?')} videos)"])
     if not directions:
         return json.dumps(result, default=str)
     lines = []

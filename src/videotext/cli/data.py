@@ -24,8 +24,24 @@ def synth(
     splits: str = typer.Option("0.8,0.1,0.1", help="Train, val, test fractions; the demo uses 0.64,0.1,0.26."),
     shared_events: float = typer.Option(0.0, "--shared-events", min=0.0, max=1.0,
                                         help="Share of videos whose events recur in other videos (0 = the default data)."),
+    moments: bool = typer.Option(False, "--moments", help="The long-video moment set instead: videos of "
+                                 "--minutes with moment queries (docs/moments.md)."),
+    long_videos: str = typer.Option("100,20,40", "--long-videos", help="With --moments: train, val, test videos."),
+    minutes: str = typer.Option("1,30", "--minutes", help="With --moments: shortest and longest video, minutes."),
+    queries_per_minute: float = typer.Option(2.0, "--queries-per-minute", min=0.01,
+                                             help="With --moments: queries per minute of video."),
 ) -> None:
     """Render the procedural video-text dataset (real H.264 + AAC mp4 files and a manifest)."""
+    if moments:
+        from videotext.data.synthetic.moments_build import synthesize_moments
+
+        counts, span = _numbers(long_videos, "--long-videos", 3, int), _numbers(minutes, "--minutes", 2, float)
+        dataset = synthesize_moments(out, seed, videos=dict(zip(("train", "val", "test"), counts)),
+                                     minutes=tuple(span), queries_per_minute=queries_per_minute, workers=workers)
+        sizes = ", ".join(f"{name} {info['videos']} videos / {info['queries']} queries / {info['hours']} h"
+                          for name, info in dataset.meta["sizes"].items())
+        typer.echo(f"wrote {sizes}; rendering {dataset.meta['cost']['render_cpu_s']} CPU-s; {out / 'manifest.json'}")
+        return
     from videotext.data.synthetic import synthesize
 
     try:
@@ -36,6 +52,17 @@ def synth(
                          split_fractions=fractions, shared_events=shared_events)
     sizes = ", ".join(f"{name} {len(ids)}" for name, ids in dataset.splits.items())
     typer.echo(f"wrote {len(dataset)} videos ({sizes}) and {out / 'manifest.json'}")
+
+
+def _numbers(text: str, option: str, count: int, kind: type) -> list:
+    """`count` comma-separated numbers of `kind`, or one VideoTextError naming `option`."""
+    try:
+        values = [kind(part) for part in split_list(text)]
+    except ValueError:
+        values = []
+    if len(values) != count:
+        raise VideoTextError(f"{option}: expected {count} comma-separated {kind.__name__} values, got {text!r}")
+    return values
 
 
 @app.command()

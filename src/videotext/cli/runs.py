@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from videotext.cli.common import (app, benchmark_app, metrics_text, precision_option, split_list, threads_option,
+from videotext.cli.common import (MOMENT_COLUMNS, app, benchmark_app, metrics_text, precision_option, split_list, threads_option,
                                   user_errors)
 
 
@@ -29,12 +29,9 @@ def train(
     from videotext.eval.compare import SEEDS_SUMMARY
     from videotext.eval.retrieval import format_mean_std
 
-    from videotext.hub_runs import is_hub_run
-
-    start = init_from if init_from is None or is_hub_run(init_from) else init_from.resolve()  # a folder, or a name
-    overrides = list(set_ or []) + ([f"train.init_from={start}"] if start is not None else [])
-    done = train_run(config, overrides, out, split_list(seeds) if seeds else (), resume=resume, progress=progress,
-                     report=report, on_seed=lambda seed, result: typer.echo(f"seed {seed}: " + metrics_text(result)))
+    done = train_run(config, list(set_ or []), out, split_list(seeds) if seeds else (), resume=resume, progress=progress,
+                     report=report, on_seed=lambda seed, result: typer.echo(f"seed {seed}: " + metrics_text(result)),
+                     init_from=init_from)
     if done.summary is None:
         typer.echo(metrics_text(done.result))
         if done.report is not None:
@@ -44,6 +41,8 @@ def train(
     for direction, metrics in done.summary.items():
         if isinstance(metrics, dict) and "R1" in metrics:
             typer.echo(direction + "  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in ("R1", "R5", "R10", "MdR")))
+        elif direction == "moments" and isinstance(metrics, dict):
+            typer.echo("moments  " + "  ".join(f"{k} {format_mean_std(metrics[k])}" for k in MOMENT_COLUMNS if k in metrics))
     typer.echo(f"mean ± std over {len(done.summary['seeds'])} seeds: {done.run_dir / SEEDS_SUMMARY}")
 
 

@@ -39,6 +39,9 @@ def index_build(
     lock_timeout: float = typer.Option(600.0, "--lock-timeout", min=0.0,
                                        help="Seconds to wait for another build or update of the same index to "
                                             "finish (one writer at a time)."),
+    moments: bool = typer.Option(False, "--moments", help="Extract every step of whole videos, so `search "
+                                                          "--moments` finds spans in them (a --window build "
+                                                          "always can; docs/search.md)."),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.apps.index_folder import build_index
@@ -46,7 +49,7 @@ def index_build(
     report = build_index(run_dir, source, out, features=features, update=update, window=window, stride=stride,
                          store=store, collection=collection, speech=speech, asr_engine=asr_engine, asr_model=asr_model,
                          text=text, ocr_engine=ocr_engine, lock_timeout=lock_timeout, precision=precision,
-                         threads=threads)
+                         threads=threads, moments=moments)
     for line in report.lines():
         typer.echo(line)
 
@@ -118,16 +121,20 @@ def search(
     fusion: str = typer.Option("standard", "--fusion", help="How rankings are fused: standard (each one's scores "
                                                             "standardised over the candidates, summed) or rrf "
                                                             "(reciprocal rank fusion)."),
+    moments: bool = typer.Option(False, "--moments", help="Answer the best spans of videos (start, end, score) "
+                                                          "instead of indexed videos or windows."),
 ) -> None:
     """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
     from videotext.apps.index_folder import check_search, open_index
 
     if sum(x is not None for x in (query, like, like_id)) != 1:
         raise VideoTextError("search: give one of a text QUERY, --like PATH or --like-id ID")
+    if moments and query is None:
+        raise VideoTextError("search: --moments takes a text QUERY")
     check_search(by, fusion)  # before anything is opened
     opened = open_index(index, run_dir, precision, threads)
     if query is not None:
-        print_hits(opened.search(query, k=k, by=by, where=where, fusion=fusion), as_json)
+        print_hits(opened.search(query, k=k, by=by, where=where, fusion=fusion, moments=moments), as_json)
     else:
         print_hits(opened.like(like, k=k, where=where, id=like_id), as_json)
 

@@ -8,6 +8,10 @@ extractor and evaluator consumes one. A dataset is a list of `Video`s, each with
   segments in order form the video's *paragraph* and are the clip level of the
   video → clips / paragraph → sentences hierarchy,
 - optional `speech`: timed narration or ASR text (HowTo100M), used by the `words` expert,
+- moment-retrieval queries (`moments`: a query, the span(s) of the video it describes, and
+  per-clip saliency where a format has it: QVHighlights, Charades-STA, the synthetic long
+  videos); a video without them offers one query per timed segment (`video_moments`), so
+  ActivityNet Captions' and DiDeMo's sentences are moment queries too,
 
 plus named `splits` (lists of video ids). It round-trips through a JSON manifest
 (`save` / `load`) whose relative paths are resolved against the manifest's folder.
@@ -43,6 +47,52 @@ class Segment:
 
 
 @dataclass
+class Moment:
+    """A moment-retrieval query on one video: its text and the span(s) of the video it describes.
+
+    `spans` are the ground truth in seconds, one or more (empty for queries released without
+    answers, such as QVHighlights' test split). Formats that score clips for saliency keep it
+    as `clip_ids` (clips of `clip_length` seconds numbered from 0) with one row of
+    `saliency` scores per listed clip (QVHighlights: 2-s clips, three annotators, 0-4).
+    `id` is the format's query id (QVHighlights' qid); without one, `moment_id` names it.
+    """
+
+    query: str
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    id: str | None = None
+    clip_length: float | None = None
+    clip_ids: list[int] = field(default_factory=list)
+    saliency: list[list[float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"query": self.query, "spans": [[s, e] for s, e in self.spans]}
+        if self.id is not None:
+            out["id"] = self.id
+        if self.clip_ids:
+            out.update(clip_length=self.clip_length, clip_ids=list(self.clip_ids),
+                       saliency=[list(row) for row in self.saliency])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, source: object, where: str) -> "Moment":
+        try:
+            spans = [(float(s), float(e)) for s, e in data.get("spans", []) or []]
+            moment = cls(
+                query=str(data["query"]), spans=spans, id=None if data.get("id") is None else str(data["id"]),
+                clip_length=None if data.get("clip_length") is None else float(data["clip_length"]),
+                clip_ids=[int(i) for i in data.get("clip_ids", []) or []],
+                saliency=[[float(x) for x in row] for row in data.get("saliency", []) or []],
+            )
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise DataFormatError(source, where, f"expected an object with query, spans [[start, end], ...] "
+                                                 f"and optional id, clip_length, clip_ids, saliency ({exc!r})") from None
+        if len(moment.clip_ids) != len(moment.saliency) or (moment.clip_ids and not moment.clip_length):
+            raise DataFormatError(source, where, f"{len(moment.clip_ids)} clip_ids but {len(moment.saliency)} "
+                                                 "saliency rows (and clip_length needed with them)")
+        return moment
+
+
+@dataclass
 class Video:
     """One video (or image) and all the text attached to it."""
 
@@ -52,6 +102,7 @@ class Video:
     captions: list[str] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
     speech: list[Segment] = field(default_factory=list)
+    moments: list[Moment] = field(default_factory=list)  # moment-retrieval queries (see `video_moments`)
     kind: str = "video"  # "video" or "image"
     feature_key: str | None = None  # key in a FeatureStore; defaults to `id`
     meta: dict[str, Any] = field(default_factory=dict)
@@ -71,8 +122,9 @@ class Video:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["moments"] = [m.to_dict() for m in self.moments]
         # drop empty optional fields to keep manifests small and readable
-        for name in ("segments", "speech", "meta", "captions"):
+        for name in ("segments", "speech", "moments", "meta", "captions"):
             if not out[name]:
                 del out[name]
         for name in ("path", "duration", "feature_key"):
@@ -105,6 +157,9 @@ class Video:
         if kind not in VIDEO_KINDS:
             raise DataFormatError(source, f"{where}.kind", f"expected one of {VIDEO_KINDS}, got {kind!r}")
         duration = data.get("duration")
+        moments = data.get("moments", []) or []
+        if not isinstance(moments, list):
+            raise DataFormatError(source, f"{where}.moments", "expected a list of moments")
         return cls(
             id=vid,
             path=data.get("path"),
@@ -112,10 +167,40 @@ class Video:
             captions=list(captions),
             segments=segments("segments"),
             speech=segments("speech"),
+            moments=[Moment.from_dict(m, source, f"{where}.moments[{i}]") for i, m in enumerate(moments)],
             kind=kind,
             feature_key=data.get("feature_key"),
             meta=dict(data.get("meta", {}) or {}),
         )
+
+
+def video_moments(video: Video) -> list[Moment]:
+    """The moment queries of a video: its `moments`, else one per timed segment (its sentence and span)."""
+    if video.moments:
+        return video.moments
+    return [Moment(s.sentence, [(s.start, s.end)]) for s in video.segments]
+
+
+def moment_id(video: Video, index: int, moment: Moment) -> str:
+    """A query's id: the format's own (`Moment.id`), else ``<video id>:<index among its moments>``."""
+    return moment.id if moment.id is not None else f"{video.id}:{index}"
+
+
+@dataclass
+class MomentQuery:
+    """One moment query of a dataset, as evaluation and training read it."""
+
+    qid: str
+    video: Video
+    moment: Moment
+
+    @property
+    def query(self) -> str:
+        return self.moment.query
+
+    @property
+    def spans(self) -> list[tuple[float, float]]:
+        return self.moment.spans
 
 
 @dataclass
@@ -214,8 +299,10 @@ class VideoTextDataset:
         if source not in self.splits:
             raise DataFormatError(self.name, f"splits.{source}", "no such split to carve validation from")
         ids = sorted(self.splits[source])
-        if count is None:
+        if count is None:  # a fraction keeps at least one video on each side where there are two
             count = round(len(ids) * (0.1 if fraction is None else fraction))
+            if len(ids) >= 2:
+                count = min(max(count, 1), len(ids) - 1)
         if not 0 < count < len(ids):
             raise DataFormatError(
                 self.name, f"splits.{source}", f"cannot carve {count} validation videos from {len(ids)}"
@@ -230,6 +317,12 @@ class VideoTextDataset:
     def caption_refs(self) -> list[CaptionRef]:
         """Every caption as a query, in video order then caption order."""
         return [CaptionRef(v.id, i, c) for v in self for i, c in enumerate(v.captions)]
+
+    def moment_queries(self, with_spans: bool = True) -> list[MomentQuery]:
+        """Every moment query (`video_moments`), in video order; with `with_spans`, only those with a
+        ground-truth span (the ones that can be trained on or evaluated)."""
+        return [MomentQuery(moment_id(v, i, m), v, m) for v in self for i, m in enumerate(video_moments(v))
+                if m.spans or not with_spans]
 
     def media_path(self, video: Video | str) -> Path | None:
         """Absolute path of a video's media file (None when the video has no file)."""
@@ -257,6 +350,11 @@ class VideoTextDataset:
                     raise DataFormatError(
                         where, f"videos[{video.id}]", f"segment ends before it starts: {seg}"
                     )
+            for index, moment in enumerate(video.moments):
+                for start, end in moment.spans:
+                    if end < start:
+                        raise DataFormatError(where, f"videos[{video.id}].moments[{index}]",
+                                              f"span ends before it starts: [{start}, {end}]")
 
     # --- manifest I/O ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ never special-cases a method by name.
 
     multi_caption  every caption a query, t2v and v2t (`videotext.eval.evaluate.evaluate`)
     hierarchy      multi_caption + paragraph↔video and sentence↔clip (COOT, `videotext.eval.hierarchy`)
+    moments        a moment method's spans per query, R1/R5@IoU, mIoU, mAP, HIT@1 (`videotext.eval.moment_eval`)
 
 Every protocol returns {"t2v", "v2t", ..., "n_videos", ...}: each dict value is a direction
 of metrics that `train.select_metric` can name (e.g. "par2vid.R1", "selection.r1_sum").
@@ -21,12 +22,14 @@ from typing import Any, Callable, Sequence
 from videotext.errors import VideoTextError
 from videotext.eval.evaluate import evaluate
 from videotext.eval.hierarchy import evaluate_with_hierarchy
+from videotext.eval.moment_eval import evaluate_moments
 from videotext.eval.rescore import parse_rescore
 
 #: protocol name → function(method, dataset, read_features, device=...) → metrics
 PROTOCOLS: dict[str, Callable[..., dict[str, Any]]] = {
     "multi_caption": evaluate,
     "hierarchy": evaluate_with_hierarchy,
+    "moments": evaluate_moments,
 }
 #: protocols that take `rescore=` / `querybank=` (`videotext.eval.evaluate.evaluate`)
 RESCORING = ("multi_caption",)

@@ -53,6 +53,9 @@ class Method(nn.Module):
     name: ClassVar[str] = ""
     Config: ClassVar[type]
     video_inputs: ClassVar[str] = "features"  # "features" | "frames"
+    # "retrieval": ranks videos for a text (the four operations below); "moments": finds the spans of a
+    # given video for a text and is evaluated by the "moments" protocol (it has no video embedding)
+    task: ClassVar[str] = "retrieval"
     # Evaluation and reports are declared, not implemented, here (see the module docstring):
     protocol: ClassVar[str] = "multi_caption"  # a name in videotext.eval.protocols.PROTOCOLS
     report_section: ClassVar[str] = ""  # "" or a name in videotext.eval.run_report.SECTIONS

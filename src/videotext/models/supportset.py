@@ -96,7 +96,6 @@ class SupportSet(Method):
         d = config.embed_dim
         fused_dim = sum(expert_dims.values())
         self.text_encoder = HFTextEncoder(config.text_model, "cls", config.freeze_text, config.max_text_tokens)
-        self._token_cache: dict[str, torch.Tensor] = {}
         hidden = self.text_encoder.hidden_size
         self.expert_norms = nn.ModuleDict(
             {e: nn.LayerNorm(dim) if config.normalize_experts else nn.Identity() for e, dim in expert_dims.items()}
@@ -157,21 +156,7 @@ class SupportSet(Method):
 
     def token_features(self, batch: dict[str, Any]) -> torch.Tensor:
         """Per-token encoder states [B, L, H]; a frozen encoder's are cached per caption."""
-        if not self.config.freeze_text or "texts" not in batch:  # no strings to key the cache by
-            return self.text_encoder.token_states(batch)
-        mask = batch["attention_mask"].bool()
-        missing = [i for i, t in enumerate(batch["texts"]) if t not in self._token_cache]
-        if missing:
-            sub = {k: batch[k][missing] for k in ("input_ids", "attention_mask")}
-            with torch.no_grad():
-                states = self.text_encoder.token_states(sub).float()
-            for i, row in zip(missing, states):
-                self._token_cache[batch["texts"][i]] = row[mask[i]].cpu()
-        out = torch.zeros(*mask.shape, self.text_encoder.hidden_size, device=mask.device)
-        for i, text in enumerate(batch["texts"]):
-            cached = self._token_cache[text]
-            out[i, : len(cached)] = cached.to(mask.device)
-        return out  # [B, L, H]
+        return self.text_encoder.token_features(batch)
 
     def encode_text(self, batch: dict[str, Any]) -> torch.Tensor:
         c_t, _ = self.text_head(self.token_features(batch), batch["attention_mask"].bool())

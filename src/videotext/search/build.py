@@ -13,6 +13,7 @@ own rows; otherwise each leaves its embeddings in a part file and rank 0 writes 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -29,13 +30,14 @@ from videotext.data.loaders import VideoFeatures
 from videotext.data.media_files import fingerprint
 from videotext.data.readers import read_dataset
 from videotext.data.schema import VideoTextDataset
+from videotext.data.video import probe
 from videotext.errors import VideoTextError
 from videotext.io import atomic_path
 from videotext.models.base import concat_embeddings
 from videotext.search.entries import Entry, IndexStore
 from videotext.search.index import new_index, open_store, takes_concurrent_inserts
 from videotext.search.milvus import DEFAULT_COLLECTION
-from videotext.search.windows import window_clips
+from videotext.search.windows import video_duration, window_clips
 
 
 FINGERPRINT = ("hash", "size", "mtime_ns")  # the entry metadata `data.media_files.fingerprint` fills
@@ -203,20 +205,24 @@ class BuildPlan(NamedTuple):
 def build_index(model: IndexModel, source: str | os.PathLike | VideoTextDataset, out: str | os.PathLike | None = None,
                 features_dir: str | os.PathLike | None = None, progress: bool = True, update: bool = False,
                 window: float | None = None, stride: float | None = None, store: str = "faiss",
-                collection: str = DEFAULT_COLLECTION) -> tuple[IndexStore | None, BuildPlan]:
+                collection: str = DEFAULT_COLLECTION, every_step: bool = False) -> tuple[IndexStore | None, BuildPlan]:
     """Index every video of `source` with `model` (`LoadedModel.build_index` documents the
-    options); returns the index (None on a torchrun rank > 0 that cannot open it) and the plan."""
+    options); returns the index (None on a torchrun rank > 0 that cannot open it) and the plan.
+    `every_step`: extract every step of whole videos (a window build always does), for the moment
+    track (`search.moment_build`), not only the steps the method reads."""
     dataset = read_source(source)
     features_dir = Path(features_dir) if features_dir is not None else features_folder(out, model.run_dir)
     index = existing_index(out, model.method_name) if update and dist.is_main() else None
     build = dist.broadcast_object(plan_build(dataset, index, features_dir, store, progress) if dist.is_main() else None)
     todo, added = dataset.subset(build.plan.add), set()
     if not build.nothing_to_add:
-        todo, reader = index_inputs(model, source, todo, features_dir, progress, window, stride, build.fingerprints)
+        todo, reader = index_inputs(model, source, todo, features_dir, progress, window, stride, build.fingerprints,
+                                    every_step)
         index = write_videos(model, index, todo, reader, build, out, store, collection, parts_folder(out, features_dir))
         added = {v.id for v in todo}  # the entry ids just written (`index_entries`)
     if dist.is_main():
         index.meta["source"] = source_record(source)
+        complete_entries(index, build.plan.keep)
         finish_index(index, build.plan, added, out)
     opens_elsewhere = dist.broadcast_object(index.multi_process if dist.is_main() else None)  # after rank 0 saved
     if dist.is_main():
@@ -255,12 +261,13 @@ def plan_build(dataset: VideoTextDataset, index: IndexStore | None, features_dir
 
 
 def index_inputs(model: IndexModel, source: Any, dataset: VideoTextDataset, features_dir: Path, progress: bool,
-                 window: float | None, stride: float | None,
-                 fingerprints: dict[str, dict]) -> tuple[VideoTextDataset, VideoFeatures]:
+                 window: float | None, stride: float | None, fingerprints: dict[str, dict],
+                 every_step: bool = False) -> tuple[VideoTextDataset, VideoFeatures]:
     """The videos (or their windows) to encode and their feature reader: features are
     extracted where missing (and the media fingerprints they came from recorded), videos
-    no expert could read are left out."""
-    reader, experts = model.features_for(dataset, features_dir, progress, whole_videos=not window), model.experts
+    no expert could read are left out, and every whole video knows its duration (`with_durations`)."""
+    whole_videos = not window and not every_step
+    reader, experts = model.features_for(dataset, features_dir, progress, whole_videos=whole_videos), model.experts
     present = [v for v in dataset if any(reader.store.has(e, v.key) for e in experts)]
     if not present:
         raise VideoTextError(f"{source}: no video could be read (see {features_dir}/failures.jsonl)")
@@ -268,9 +275,56 @@ def index_inputs(model: IndexModel, source: Any, dataset: VideoTextDataset, feat
         reader.store.record_sources({v.key: {**fingerprints[v.id], "path": os.path.abspath(dataset.media_path(v))}
                                      for v in present if v.id in fingerprints})
     dataset = dataset.subset([v.id for v in present])
-    if window:
+    if window:  # each clip carries its video's duration (`window_clips`)
         dataset, reader = window_clips(dataset, reader, window, stride or window / 2)
+    else:
+        dataset = with_durations(dataset, reader)
     return dataset, reader
+
+
+def with_durations(dataset: VideoTextDataset, reader: VideoFeatures) -> VideoTextDataset:
+    """`dataset` with every video's duration known, so each entry carries its `duration` and a whole
+    video its `end`: the manifest's, else its file's (the container's header), else the end of its
+    last feature step (a video without a readable file)."""
+    if all(v.duration is not None for v in dataset):
+        return dataset
+    videos = []
+    for v in dataset:
+        if v.duration is None:
+            duration = media_duration(dataset.media_path(v))  # 0 for a still image
+            v = dataclasses.replace(v, duration=video_duration(v, reader) if duration is None else duration)
+        videos.append(v)
+    return VideoTextDataset(dataset.name, videos, dataset.splits, dataset.root, dataset.meta)
+
+
+def media_duration(path: str | os.PathLike | None) -> float | None:
+    """The duration its container declares for a media file (0 for a still image); None when unreadable."""
+    if path is None:
+        return None
+    try:
+        return float(probe(path).duration)
+    except (VideoTextError, OSError, ValueError):
+        return None
+
+
+def complete_entries(index: IndexStore, ids: Sequence[str]) -> int:
+    """Give the entries `ids` (those an update keeps) the duration an index built before every entry
+    carried one lacks: their file's, written back with their own vectors and parts (a whole video's
+    `end` too). Returns how many entries were completed."""
+    wanted = set(ids)
+    if not wanted:  # a fresh build: every entry was just written with its duration
+        return 0
+    lacking = [e for e in index.entries() if e.id in wanted and e.meta.get("duration") is None]
+    completed = []
+    for entry in lacking:
+        duration = media_duration(entry.path)
+        if duration is not None:
+            end = duration if entry.end is None else entry.end
+            completed.append(dataclasses.replace(entry, end=end, meta={**entry.meta, "duration": duration}))
+    if completed:
+        ids = [e.id for e in completed]
+        index.add(index.embeddings_for(ids), completed, parts=index.parts_for(ids) if index.part_names else None)
+    return len(completed)
 
 
 def write_videos(model: IndexModel, index: IndexStore | None, todo: VideoTextDataset, reader: VideoFeatures,

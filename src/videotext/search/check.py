@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from videotext.digests import check_tree
+from videotext.errors import VideoTextError
 from videotext.hub_runs import is_hub_run
 from videotext.search.build import IndexPlan, fingerprint_videos, plan_index, read_source, recorded_source
 from videotext.search.index import open_store
 from videotext.search.live import published_version
+from videotext.search.moment_track import open_track
 from videotext.search.query_encoder import QUERY_FOLDER, exported_encoder
 
 
@@ -83,6 +85,7 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
         report.problems.append(f"{folder / QUERY_FOLDER}: a damaged query encoder export; the next build writes it anew")
     elif exported_encoder(folder) is None:
         report.notes.append("no exported query encoder: a query loads torch (methods that re-score, or an older build)")
+    _check_moments(folder, entries, report)
     recorded = (str(source), source) if source is not None else recorded_source(index.meta)
     if recorded is None:
         report.notes.append("no source recorded (built from videos no file names): pass SOURCE to compare")
@@ -101,3 +104,22 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
         report.problems.append(f"an update did not finish ({len(index.meta['pending'])} videos pending); "
                                "`index build --update` writes them again")
     return report
+
+
+def _check_moments(folder: Path, entries: list, report: IndexReport) -> None:
+    """The moment track (`search.moment_track`): readable, and which videos it holds; the entries an
+    index built before every entry carried its duration lacks it for."""
+    try:
+        track = open_track(folder)
+    except VideoTextError as exc:
+        report.problems.append(f"{exc}")
+    else:
+        videos = {e.video_id for e in entries}
+        if track is None:
+            report.notes.append("no moment track: `search --moments` needs a build with --window or --moments")
+        elif videos - set(track.rows):
+            report.notes.append(f"{len(videos - set(track.rows))} of {len(videos)} videos are not in the moment track "
+                                "(a whole-video build extracted only some of their steps: build with --moments)")
+    undated = sum(e.meta.get("duration") is None for e in entries)
+    if undated:
+        report.notes.append(f"{undated} entries carry no duration (an older build): `index build --update` fills it")

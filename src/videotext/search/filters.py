@@ -188,6 +188,15 @@ def matches(node: Node, meta: Mapping[str, Any]) -> bool:
     return _truth(node, meta) is True
 
 
+def fields_of(node: Node) -> set[str]:
+    """The fields a filter names."""
+    if isinstance(node, Both):
+        return set().union(*(fields_of(part) for part in node.parts))
+    if isinstance(node, Not):
+        return fields_of(node.inner)
+    return {node.field}
+
+
 def _truth(node: Node, meta: Mapping[str, Any]) -> bool | None:
     """True, False, or None for unknown (three-valued logic)."""
     if isinstance(node, Both):

@@ -65,14 +65,16 @@ from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import atomic_path, write_json
 from videotext.search.entries import FORMAT, Entry, Hit, as_matrix
 from videotext.search.filters import entry_fields, matches, parse_filter
+from videotext.search.moment_track import TRACK_FOLDER
 from videotext.search.query_encoder import QUERY_FOLDER, SENTENCE_FOLDER
 from videotext.search.milvus import DEFAULT_COLLECTION, STORE as MILVUS_STORE, MilvusIndex, is_milvus_uri, is_server_uri
 
 VERSION = 2  # 2: entries in entries.parquet (1: entries.jsonl, still read)
 ENTRIES, OLD_ENTRIES = "entries.parquet", "entries.jsonl"
 # Folders a build writes beside the vectors (the exported query and sentence encoders,
-# `videotext.search.query_encoder`) that a later save of the same folder keeps.
-CARRIED = (QUERY_FOLDER, SENTENCE_FOLDER)
+# `videotext.search.query_encoder`; the moment track, `videotext.search.moment_track`) that a later
+# save of the same folder keeps.
+CARRIED = (QUERY_FOLDER, SENTENCE_FOLDER, TRACK_FOLDER)
 KINDS = ("auto", "flat", "hnsw", "ivf", "ivfpq")
 AUTO_THRESHOLD = 40_000  # exact search stays under 2 ms per query up to here (module docstring)
 

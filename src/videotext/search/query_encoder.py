@@ -150,6 +150,10 @@ class ExportedQuerySearcher:
         self.encoder = encoder
         self.rescore = encoder.meta.get("rescore")
 
+    def query_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors [B, D] the index is searched with (a search for moments scores steps with them)."""
+        return self.encoder.encode(list(texts))
+
     def search(self, query: str | Sequence[str], index: Any, k: int = 10, where: str | None = None,
                shortlist: int | None = None) -> Any:
         single = isinstance(query, str)

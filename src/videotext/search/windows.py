@@ -1,6 +1,7 @@
 """Sliding-window clips of indexed videos: `window_clips` turns each video into its windows
-(`sliding_windows`) and `WindowFeatures` reads a clip's features from its video's stored steps,
-so a clip is encoded exactly like a video made of those steps."""
+(`sliding_windows`) and `WindowFeatures` reads a clip's features from its video's stored steps
+(through `ClipStore`, a store whose keys are clips), so a clip is encoded exactly like a video made
+of those steps, by any method's feature reader."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,48 +10,86 @@ from typing import Any
 
 import numpy as np
 
-from videotext.data.loaders import VideoFeatures, subsample_steps
+from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
 
 
-class WindowFeatures(VideoFeatures):
-    """Features of sliding-window clips: per expert, the steps whose start lies in the clip's
-    [start, end) (the step covering `start` when none does), capped like whole videos."""
+class ClipStore:
+    """A FeatureStore look-alike whose keys are clips (`windows`: clip key → (video key, start, end)):
+    per expert, a clip holds the steps of its video whose start lies in [start, end) (the step covering
+    `start` when none does), with their times, read alone from a long video. Any other key is the base
+    store's. Every feature reader works through it: `VideoFeatures`, and readers that take a reader's
+    store, such as MMT's (times and missing experts included)."""
 
-    def __init__(self, base: VideoFeatures, windows: dict[str, tuple[str, float, float]]):
-        super().__init__(base.store, base.experts, base.max_steps)
-        self.windows = windows  # clip key → (video key, start, end)
+    def __init__(self, store: Any, windows: dict[str, tuple[str, float, float]]):
+        self.base, self.windows = store, windows
         self._times: tuple[str, dict[str, np.ndarray | None]] | None = None  # one video's step times
 
-    def _timestamps(self, video_key: str) -> dict[str, np.ndarray | None]:
-        """Step times per expert of one video (None: not stored), kept for its next clip."""
-        if self._times is None or self._times[0] != video_key:
-            self._times = (video_key, {e: _step_times(self.store, e, video_key) for e in self.experts})
-        return self._times[1]
+    def _video(self, key: str) -> str:
+        clip = self.windows.get(key)
+        return key if clip is None else clip[0]
 
-    def __call__(self, key: str) -> dict[str, np.ndarray]:
+    def dim(self, expert: str) -> int:
+        return self.base.dim(expert)
+
+    def info(self, expert: str) -> dict[str, Any]:
+        return self.base.info(expert)
+
+    def has(self, expert: str, key: str) -> bool:
+        return self.base.has(expert, self._video(key))
+
+    def is_missing(self, expert: str, key: str) -> bool:
+        return self.base.is_missing(expert, self._video(key))
+
+    def timestamps(self, expert: str, key: str) -> np.ndarray:
+        return self.get(expert, key)[1] if key in self.windows else np.asarray(_step_times(self.base, expert, key))
+
+    def _step_times(self, expert: str, video_key: str) -> np.ndarray | None:
+        """Step times of one video for one expert (None: not stored), kept for its next clip."""
+        if self._times is None or self._times[0] != video_key:
+            self._times = (video_key, {})
+        cached = self._times[1]
+        if expert not in cached:
+            cached[expert] = _step_times(self.base, expert, video_key)
+        return cached[expert]
+
+    def get(self, expert: str, key: str, rows: slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(features float32 [T, D], times [T]) of a clip (or of a video of the base store)."""
+        if key not in self.windows:
+            return self.base.get(expert, key) if rows is None else self.base.get(expert, key, rows=rows)
         video_key, start, end = self.windows[key]
-        out = {}
-        for expert, times in self._timestamps(video_key).items():
-            values = np.zeros((0, self.dims[expert]), dtype=np.float32)
-            if times is not None:  # [T]
-                keep = (times >= start - 1e-6) & (times < end - 1e-6)
-                if not keep.any() and (times <= start + 1e-6).any():
-                    keep = np.arange(len(times)) == int(np.nonzero(times <= start + 1e-6)[0][-1])
-                rows = np.nonzero(keep)[0]
-                if len(rows):  # the clip's steps are contiguous: read only those rows of a long video
-                    values = self._rows(expert, video_key, int(rows[0]), int(rows[-1]) + 1)[keep[rows[0] : rows[-1] + 1]]
-                values = values[subsample_steps(len(values), self.max_steps)]
-            out[expert] = values
-        return out
+        times = self._step_times(expert, video_key)  # [T]
+        empty = (np.zeros((0, self.dim(expert)), np.float32), np.zeros(0, np.float64))
+        if times is None:
+            return empty
+        keep = (times >= start - 1e-6) & (times < end - 1e-6)
+        if not keep.any() and (times <= start + 1e-6).any():
+            keep = np.arange(len(times)) == int(np.nonzero(times <= start + 1e-6)[0][-1])
+        found = np.nonzero(keep)[0]
+        if not len(found):
+            return empty
+        first, stop = int(found[0]), int(found[-1]) + 1  # a clip's steps are contiguous: read only those rows
+        values, clip_times = self._rows(expert, video_key, first, stop)[keep[first:stop]], times[found]
+        if rows is not None:
+            values, clip_times = values[rows], clip_times[rows]
+        return values, clip_times
 
     def _rows(self, expert: str, video_key: str, first: int, stop: int) -> np.ndarray:
         try:
-            features = self.store.get(expert, video_key, rows=slice(first, stop))[0]  # [stop - first, D]
+            features = self.base.get(expert, video_key, rows=slice(first, stop))[0]  # [stop - first, D]
         except TypeError:  # a store look-alike without row reads
-            features = self.store.get(expert, video_key)[0][first:stop]
+            features = self.base.get(expert, video_key)[0][first:stop]
         return np.asarray(features, dtype=np.float32)
+
+
+class WindowFeatures(VideoFeatures):
+    """Features of sliding-window clips (`ClipStore`), capped like whole videos: a clip is encoded
+    exactly like a video made of its steps."""
+
+    def __init__(self, base: VideoFeatures, windows: dict[str, tuple[str, float, float]]):
+        super().__init__(ClipStore(base.store, windows), base.experts, base.max_steps)
+        self.windows = windows  # clip key → (video key, start, end)
 
 
 def _step_times(store: Any, expert: str, key: str) -> np.ndarray | None:
@@ -68,7 +107,7 @@ def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float
     (ids `VIDEO@START-END`, meta start/end/video_id) and the reader of their features."""
     clips, windows, clips_of = [], {}, {}
     for video in dataset:
-        duration = _duration(video, reader)
+        duration = video_duration(video, reader)
         for start, end in sliding_windows(duration, window, stride):
             clip_id = f"{video.id}@{start:g}-{end:g}"
             windows[clip_id] = (video.key, start, end)
@@ -80,7 +119,7 @@ def window_clips(dataset: VideoTextDataset, reader: VideoFeatures, window: float
     return (VideoTextDataset(dataset.name, clips, splits, root=dataset.root), WindowFeatures(reader, windows))
 
 
-def _duration(video: Any, reader: VideoFeatures) -> float:
+def video_duration(video: Any, reader: VideoFeatures) -> float:
     """A video's length: the manifest's, else the end of its last feature step."""
     if video.duration:
         return float(video.duration)

@@ -106,6 +106,7 @@ class CachedTextEncoder(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self._cache: dict[str, torch.Tensor] = {}
+        self._token_cache: dict[str, torch.Tensor] = {}  # text → its tokens' states [L_text, H] (frozen only)
 
     def freeze_model(self) -> None:
         self.model.requires_grad_(False)
@@ -138,6 +139,26 @@ class CachedTextEncoder(nn.Module):
                 self(batch)
                 bar.update(len(chunk))
         return len(todo)
+
+    def token_features(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Per-token states [B, L, H] (zeros past each text's tokens); a frozen encoder's are cached
+        per text, as its pooled vectors are."""
+        if not self.freeze or "texts" not in batch:  # no strings to key the cache by
+            return self.token_states(batch)
+        mask = batch["attention_mask"].bool()
+        missing = [i for i, t in enumerate(batch["texts"]) if t not in self._token_cache]
+        if missing:
+            sub = {k: batch[k][missing] for k in ("input_ids", "attention_mask")}
+            with torch.no_grad():
+                states = self.token_states(sub).float()
+            for i, row in zip(missing, states):
+                self._token_cache[batch["texts"][i]] = row[mask[i]].cpu()
+        width = next(iter(self._token_cache.values())).shape[-1]
+        out = torch.zeros(*mask.shape, width, device=mask.device)
+        for i, text in enumerate(batch["texts"]):
+            cached = self._token_cache[text]
+            out[i, : len(cached)] = cached.to(mask.device)
+        return out  # [B, L, H]
 
     def forward(self, batch: dict[str, Any]) -> torch.Tensor:
         if not self.freeze or "texts" not in batch:  # no strings to key a cache by (an exported graph's inputs)

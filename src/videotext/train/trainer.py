@@ -57,12 +57,18 @@ class TrainingDiverged(VideoTextError, RuntimeError):
 
 
 def metric_value(metrics: dict[str, Any], name: str) -> float:
-    """`t2v.geometric_mean` → metrics["t2v"]["geometric_mean"]."""
+    """`t2v.geometric_mean` → metrics["t2v"]["geometric_mean"]; a key with a dot of its own is found
+    whole (`moments.R1@0.5` → metrics["moments"]["R1@0.5"])."""
     node: Any = metrics
-    for part in name.split("."):
-        if not isinstance(node, dict) or part not in node:
+    parts = name.split(".")
+    while parts:
+        for length in range(len(parts), 0, -1):  # the longest key first
+            key = ".".join(parts[:length])
+            if isinstance(node, dict) and key in node:
+                node, parts = node[key], parts[length:]
+                break
+        else:
             raise VideoTextError(f"train.select_metric: {name!r} is not in the validation metrics")
-        node = node[part]
     return float(node)
 
 

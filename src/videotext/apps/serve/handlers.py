@@ -2,14 +2,15 @@
 being served once (`SearchService.snapshot`) and answers from it alone, so a version swapped in
 meanwhile never mixes into one answer.
 
-    GET /search?q=…&k=…     ranked hits (id, path, start, end, score, thumbnail URL); `by` picks what is
-                            shown, said, written (or both, all, a comma list), fused by `fusion`; a hit
-                            found by what is said or written carries its line and time (`said`,
-                            `written` with its box); `where=` keeps entries whose metadata pass a filter
+    GET /search?q=…&k=…     ranked hits (id, path, start, end, duration, score, thumbnail URL); `by` picks
+                            what is shown, said, written (or both, all, a comma list), fused by `fusion`;
+                            a hit found by what is said or written carries its line and time (`said`,
+                            `written` with its box); `where=` keeps entries whose metadata pass a filter;
+                            `moments=true` answers the best spans of videos (their start and end)
     GET /search/like?id=…   the entries most like an indexed one (itself left out)
     POST /search/like?filename=…  the body an image or a video (≤ 64 MiB, else 413): the entries most
                             like it; decoded from a temporary file deleted before the answer
-    GET /thumbnail/{id}     a JPEG frame from the clip's start (cached in memory)
+    GET /thumbnail/{id}     a JPEG frame from the clip's start, or from `t` seconds (cached in memory)
     GET /video/{id}         the indexed file, with HTTP range requests (206) so browsers seek
     GET /health             liveness, what is indexed, the version served and the store behind it
 """
@@ -100,6 +101,8 @@ def search(
                     "fused by `fusion`."),
     fusion: str = Query("standard", pattern="^(standard|rrf)$", description="standard: each ranking's scores "
                         "standardised over the candidates and summed; rrf: reciprocal rank fusion."),
+    moments: bool = Query(False, description="Answer the best spans of videos (start, end, score) found in the "
+                          "index's moment track, instead of its entries."),
 ) -> SearchResponse:
     text = q.strip()
     if not text:
@@ -110,7 +113,7 @@ def search(
         return SearchResponse(query=text, k=k, results=[])
     where = filter_of(where)
     with served.query_lock:
-        hits = snap.searchable.search(text, k=k, by=by, where=where, fusion=fusion)
+        hits = snap.searchable.search(text, k=k, by=by, where=where, fusion=fusion, moments=moments)
     return SearchResponse(query=text, k=k, results=results_of(snap.index, hits))
 
 
@@ -169,11 +172,13 @@ async def read_upload(request: Request, filename: str, limit: int) -> bytes:
     return bytes(body)
 
 
-def thumbnail(request: Request, entry_id: str) -> Response:
+def thumbnail(request: Request, entry_id: str,
+              t: Optional[float] = Query(None, ge=0.0, le=1e7, description="Seconds into the video: the frame "
+                                         "there (a moment's start) instead of the clip's start.")) -> Response:
     snap = service(request).snapshot
     entry = entry_for(snap.index, entry_id)
     try:
-        data = snap.extra["thumbnails"].get(entry)
+        data = snap.extra["thumbnails"].get(entry, t)
     except (VideoTextError, OSError, ValueError, IndexError):  # the error names the server's path: not shown
         raise HTTPException(404, f"no frame could be read from {entry_id!r}") from None
     return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})

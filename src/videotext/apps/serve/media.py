@@ -27,19 +27,21 @@ class Thumbnails:
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, entry: Entry) -> bytes:
+    def get(self, entry: Entry, at: float | None = None) -> bytes:
+        """The JPEG of `entry` at its start, or at `at` seconds into its video (a moment's start)."""
+        key = entry.id if at is None else f"{entry.id}\n{round(at, 2)}"
         with self._lock:
-            if entry.id in self._cache:
-                self._cache.move_to_end(entry.id)
-                return self._cache[entry.id]
-        data = self._render(entry)
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        data = self._render(entry, at)
         with self._lock:
-            self._cache[entry.id] = data
+            self._cache[key] = data
             while len(self._cache) > self.capacity:
                 self._cache.popitem(last=False)
         return data
 
-    def _render(self, entry: Entry) -> bytes:
+    def _render(self, entry: Entry, at: float | None = None) -> bytes:
         from PIL import Image
 
         path = Path(entry.path)  # type: ignore[arg-type]
@@ -48,8 +50,8 @@ class Thumbnails:
                 img = img.convert("RGB")
         else:
             info = probe(path)
-            start = entry.start or 0.0
-            end = entry.end if entry.end is not None else info.duration
+            start = (entry.start or 0.0) if at is None else at
+            end = entry.end if entry.end is not None and at is None else info.duration
             t = min(start + 0.1, (start + end) / 2, max(info.duration - 1e-3, 0.0))  # a frame inside the clip
             img = Image.fromarray(read_frames(path, [t])[0])
         img.thumbnail((self.size, self.size))

@@ -28,8 +28,13 @@ class Result(BaseModel):
     rank: int
     score: float
     path: Optional[str] = Field(None, description="The file, relative to the indexed folder (its name when outside it).")
-    start: Optional[float] = None
-    end: Optional[float] = None
+    start: Optional[float] = Field(None, description="Seconds into the video where the hit starts: a clip's or a "
+                                   "moment's start, 0 for a whole video.")
+    end: Optional[float] = Field(None, description="Seconds into the video where the hit ends.")
+    duration: Optional[float] = Field(None, description="The whole video's duration in seconds.")
+    entry: Optional[str] = Field(None, description="For a moment (`moments=true`): the indexed entry of its video "
+                                 "it was found through, whose file, thumbnails and neighbours (`/search/like`) "
+                                 "the links name.")
     caption: Optional[str] = None
     thumbnail: str
     video: Optional[str] = None
@@ -71,17 +76,22 @@ def public_path(path: str | None, root: str | None) -> str | None:
 
 def results_of(index: Any, hits: list) -> list[Result]:
     """Search hits as API results: public paths, the first caption, thumbnail and video links, and the
-    spoken or written line that matched."""
+    spoken or written line that matched. A moment's links are those of the indexed entry it was found
+    through (`meta["entry"]`), its thumbnail the frame at its start. A whole video of an index built
+    before entries carried their duration ends where the file does, when that is known."""
     root = index.meta.get("root")
     results = []
     for h in hits:
         captions = h.meta.get("captions") or [None]
+        duration = h.meta.get("duration")
+        source = quote(str(h.meta.get("entry", h.id)), safe="")
         results.append(Result(
             id=h.id, video_id=h.video_id, rank=h.rank, score=float(h.score), path=public_path(h.path, root),
-            start=h.start, end=h.end,
+            start=h.start, end=h.end if h.end is not None else duration, duration=duration,
+            entry=h.meta.get("entry"),
             caption=captions[0] if isinstance(captions, list) and captions else None,
-            thumbnail=f"/thumbnail/{quote(h.id, safe='')}",
-            video=f"/video/{quote(h.id, safe='')}" if h.path else None,
+            thumbnail=f"/thumbnail/{source}" + (f"?t={h.start:g}" if "entry" in h.meta else ""),
+            video=f"/video/{source}" if h.path else None,
             said=SaidLine(**h.meta["said"]) if isinstance(h.meta.get("said"), dict) else None,
             written=WrittenLine(**h.meta["written"]) if isinstance(h.meta.get("written"), dict) else None))
     return results

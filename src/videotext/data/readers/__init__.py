@@ -6,7 +6,7 @@ its docstring; shared parsing lives in `_common`. Use the registry::
     from videotext.data.readers import read_dataset
     msrvtt = read_dataset("msrvtt", "data/msrvtt/MSRVTT_data.json", protocol="1k-A", video_dir="data/msrvtt/videos")
 
-Format names ignore case, ``-`` and ``_`` (``"MSR-VTT"`` = ``"msrvtt"``). Common
+Format names ignore case, ``-`` and ``_`` (``"MSR-VTT"`` = ``"msrvtt"``, ``"Charades-STA"`` = ``"charades_sta"``). Common
 options: ``video_dir`` (where media live; relative `Video.path`s resolve against it),
 ``val_fraction`` / ``val_count`` / ``val_seed`` (where a validation split is carved
 from train). `read_dataset` also takes ``split_lists={"name": "ids.txt", ...}`` to
@@ -21,6 +21,7 @@ from typing import Any, Callable
 from videotext.data.readers._common import read_id_list
 from videotext.data.readers.activitynet import read_activitynet
 from videotext.data.readers.cc3m import read_cc3m
+from videotext.data.readers.charades_sta import read_charades_sta
 from videotext.data.readers.coco import read_coco
 from videotext.data.readers.crosstask import read_crosstask
 from videotext.data.readers.didemo import read_didemo
@@ -30,6 +31,7 @@ from videotext.data.readers.lsmdc import read_lsmdc
 from videotext.data.readers.manifest import read_manifest
 from videotext.data.readers.msrvtt import read_msrvtt
 from videotext.data.readers.msvd import read_msvd
+from videotext.data.readers.qvhighlights import read_qvhighlights
 from videotext.data.readers.tuxpaint import read_tuxpaint
 from videotext.data.readers.vatex import read_vatex
 from videotext.data.readers.webvid import read_webvid
@@ -49,6 +51,8 @@ READERS: dict[str, Callable[..., VideoTextDataset]] = {
     "cc3m": read_cc3m,
     "coco": read_coco,
     "crosstask": read_crosstask,
+    "charades_sta": read_charades_sta,
+    "qvhighlights": read_qvhighlights,
     "howto100m": read_howto100m,
     "tuxpaint": read_tuxpaint,
     "folder": read_folder,
@@ -57,9 +61,13 @@ READERS: dict[str, Callable[..., VideoTextDataset]] = {
 
 
 def canonical_format(name: str) -> str:
-    """``"MSR-VTT"`` → ``"msrvtt"``; unknown names raise a DataFormatError listing the known ones."""
-    key = name.lower().replace("-", "").replace("_", "").replace(" ", "")
-    if key not in READERS:
+    """``"MSR-VTT"`` → ``"msrvtt"``, ``"Charades-STA"`` → ``"charades_sta"``; unknown names raise a
+    DataFormatError listing the known ones."""
+    def plain(text: str) -> str:
+        return text.lower().replace("-", "").replace("_", "").replace(" ", "")
+
+    key = {plain(k): k for k in READERS}.get(plain(name))
+    if key is None:
         raise DataFormatError("<format>", "format", f"unknown dataset format {name!r}; known: {', '.join(READERS)}")
     return key
 

@@ -232,6 +232,11 @@ class MediaIndex:
             return default
         return found
 
+    def found(self, name: str, default: str) -> bool:
+        """Whether item `name`'s media file is under `video_dir` (True when no folder was scanned:
+        nothing to check against)."""
+        return not self.scanned or bool(self._by_name.get(default) or self._by_name.get(name))
+
     @property
     def missing(self) -> int:
         """How many items' media files were not found under `video_dir`."""

@@ -69,6 +69,8 @@ def _n(value: int, precision: int = 1) -> Count:
 
 
 ANET_RELEASE = "official release (train.json / val_1.json / val_2.json, counted)"
+QVH_RELEASE = "official release (jayleicn/moment_detr data/highlight_*_release.jsonl, counted)"
+CHARADES_STA = "Gao et al., ICCV 2017 (TALL): 12,408 / 3,720 sentence-moment pairs in 6,672 Charades videos"
 YC2_RELEASE = "official release (youcookii_annotations_trainval.json, counted)"
 MSRVTT_PAPER = "Xu et al., CVPR 2016 (10,000 clips, 20 sentences each, split 6,513 / 497 / 2,990)"
 DIDEMO_RELEASE = "official release (LisaAnne/LocalizingMoments data/)"
@@ -86,6 +88,25 @@ COUNTS: tuple[Published, ...] = (
         Split("train", _n(10_009), _n(37_421), ANET_RELEASE + "; the carved val counts here"),
         Split("test", _n(4_917), _n(17_505), ANET_RELEASE + ": val_1"),
         Split("val_2", _n(4_885), _n(17_031), ANET_RELEASE),
+    )),
+    Published("activitynet", "moments", "sentences", (
+        Split("train", _n(10_009), _n(37_421), ANET_RELEASE),
+        Split("val", _n(4_917), _n(17_505), ANET_RELEASE + ": val_1"),
+        Split("test", _n(4_885), _n(17_031), ANET_RELEASE + ": val_2"),
+    ), "Zhang et al., AAAI 2020 (2D-TAN) split: val_1 validates, val_2 tests."),
+    Published("charades_sta", "official", "queries", (
+        Split("train", _n(5_338), _n(12_408), CHARADES_STA + "; the carved val counts here"),
+        Split("test", _n(1_334), _n(3_720), CHARADES_STA),
+    )),
+    Published("qvhighlights", "official", "queries", (
+        Split("train", _n(7_100), _n(7_218), QVH_RELEASE),
+        Split("val", _n(1_519), _n(1_550), QVH_RELEASE),
+        Split("test", _n(1_529), _n(1_542), QVH_RELEASE + " (answers withheld)"),
+    ), "Lei et al., NeurIPS 2021: 10,148 videos, 10,310 queries."),
+    Published("qvhighlights", "val-as-test", "queries", (
+        Split("train", _n(7_100), _n(7_218), QVH_RELEASE + "; the carved val counts here"),
+        Split("test", _n(1_519), _n(1_550), QVH_RELEASE + ": the validation file"),
+        Split("test_release", _n(1_529), _n(1_542), QVH_RELEASE + ": the test file (answers withheld)"),
     )),
     Published("youcook2", "official", "segments", (
         Split("train", _n(1_333), _n(10_337), "Zhou et al., AAAI 2018 (videos); " + YC2_RELEASE + " (segments)"),
@@ -194,8 +215,8 @@ def published(dataset: str, protocol: str | None) -> Published | None:
 
 
 def text_count(video) -> int:
-    """How many texts a video holds: captions, else segment sentences, else narration lines."""
-    return len(video.captions) or len(video.segments) or len(video.speech)
+    """How many texts a video holds: captions, else segment sentences, else moment queries, else narration lines."""
+    return len(video.captions) or len(video.segments) or len(video.moments) or len(video.speech)
 
 
 @dataclass

@@ -13,6 +13,12 @@ applies one of three policies:
   starts at or after the video's end, an empty caption, an exact duplicate (the same
   start, end and sentence, or the same caption, of the same video in the same file).
 - ``"drop"``: drop every bad record instead of repairing it.
+
+Moment queries (Charades-STA, QVHighlights, ActivityNet's ``moments`` protocol) go through
+`moment`: each span as above, a query left without a span dropped, a query whose video is
+missing (no media file under the reader's ``video_dir``, or no known duration where the
+format takes durations from a second file) dropped, and saliency clips past the video's end
+dropped. Line-based files name the record ``line N``.
 - ``"error"``: raise a `DataFormatError` naming the file, the record and the field.
 
 Nothing is changed or dropped silently: every record touched is listed (kind, action,
@@ -25,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from videotext.data.schema import Segment
+from videotext.data.schema import Moment, Segment
 from videotext.errors import DataFormatError
 
 ON_BAD = ("repair", "drop", "error")
@@ -38,6 +44,8 @@ KINDS = {
     "zero_length": "segment has zero length",
     "empty_caption": "empty caption",
     "duplicate": "exact duplicate of an earlier record of the same video",
+    "missing_video": "the query's video is not there (no media file under video_dir, or no known duration)",
+    "clip_outside_video": "a saliency clip lies past the end of the video",
 }
 
 
@@ -60,6 +68,7 @@ class BadRecords:
         self._later_file: dict[tuple[str, str], str] = {}
         self._names: dict[str, str] = {}
         self.emptied: list[str] = []  # videos whose every text record was dropped
+        self._moments_seen: dict[str, set[tuple]] = {}  # per video: (query, spans) kept so far
 
     # --- one record ----------------------------------------------------------------
     def _bad(self, kind: str, file: Path | str, key: str, video: str, value: Any, repaired: Any = None) -> bool:
@@ -101,6 +110,52 @@ class BadRecords:
             self._bad("empty_caption", file, key, video, text)
             return None
         return text
+
+    def missing_video(self, file: Path | str, key: str, video: str, detail: str) -> None:
+        """Report (or, under "error", raise for) a record whose video is missing; it is dropped."""
+        self._bad("missing_video", file, key, video, detail)
+
+    def moment(self, query: str, spans: Iterable[tuple[str, float, float]], file: Path | str, key: str, video: str,
+               duration: float | None = None, clips: tuple[float, list[int], list[list[float]]] | None = None,
+               qid: str | None = None) -> Moment | None:
+        """A `Moment` from a query and its ``(record key, start, end)`` spans, bad parts repaired or
+        dropped; None when the query is dropped (empty text, no span left, an exact duplicate).
+
+        `clips` is ``(clip_length, clip ids, saliency rows)``; rows of clips past the video's
+        end are dropped. A query released without spans (``spans`` empty) is kept as it is.
+        """
+        text = self.text(query, file, key, video)
+        if text is None:
+            return None
+        given, kept = 0, []
+        for span_key, start, end in spans:
+            given += 1
+            times = self.span(start, end, file, span_key, video, duration)
+            if times is not None and times in kept:
+                self._bad("duplicate", file, span_key, video, list(times))
+            elif times is not None:
+                kept.append(times)
+        if given and not kept:
+            return None
+        identity = (text, tuple(kept))
+        seen = self._moments_seen.setdefault(video, set())
+        if identity in seen:
+            self._bad("duplicate", file, key, video, [text, [list(t) for t in kept]])
+            return None
+        seen.add(identity)
+        clip_length, clip_ids, saliency = clips if clips else (None, [], [])
+        if clip_ids and duration is not None:
+            limit = int(duration / clip_length)
+            outside = [c for c in clip_ids if c >= limit]
+            if outside:
+                inside = [i for i, c in enumerate(clip_ids) if c < limit]
+                repaired = self._bad("clip_outside_video", file, key, video,
+                                     {"clip_ids": outside, "clips": limit, "clip_length": clip_length},
+                                     [clip_ids[i] for i in inside])
+                keep = inside if repaired else []  # "drop": the query keeps its spans, not its saliency
+                clip_ids, saliency = [clip_ids[i] for i in keep], [saliency[i] for i in keep]
+        return Moment(text, kept, id=qid, clip_length=clip_length if clip_ids else None,
+                      clip_ids=list(clip_ids), saliency=[list(r) for r in saliency])
 
     # --- the records of one video --------------------------------------------------
     def segments(self, items: Iterable[tuple[str, str, float, float, str]], file: Path | str, video: str,

@@ -215,6 +215,71 @@ def render_audio(spec: VideoSpec, sample_rate: int) -> np.ndarray:
     return np.clip(signal, -1.0, 1.0).astype(np.float32)
 
 
+class Mp4Writer:
+    """An mp4 written piece by piece: frames [T, H, W, 3] uint8 and mono audio [S] float32 appended in
+    order (H.264 + AAC, the settings above), so a long video is encoded once without being held in
+    memory. Writes `path` directly; callers wanting atomicity pass a temporary path."""
+
+    AUDIO_CHUNK = 1024  # one AAC frame per call keeps the encoder's FIFO small
+
+    def __init__(self, path: str | Path, size: tuple[int, int], fps: int, sample_rate: int, comment: str = ""):
+        height, width = size
+        self.container = av.open(str(path), "w", format="mp4", options=CONTAINER_OPTIONS)
+        if comment:
+            self.container.metadata["comment"] = comment
+        self.video = self.container.add_stream(VIDEO_CODEC, rate=fps, options=VIDEO_OPTIONS)
+        self.video.width, self.video.height, self.video.pix_fmt = width, height, PIX_FMT
+        self.video.codec_context.thread_count = 1  # deterministic bytes, and parallelism is per video
+        self.video.codec_context.gop_size = max(1, int(round(KEYFRAME_SECONDS * fps)))
+        self.sound = self.container.add_stream(AUDIO_CODEC, rate=sample_rate, options=AUDIO_OPTIONS)
+        self.sound.layout = "mono"
+        self.sample_rate = sample_rate
+        self.frames_written = self.samples_written = 0
+        self._pending = np.zeros(0, np.float32)  # audio short of a whole chunk
+        self._video_flushed = False
+
+    def write_frames(self, frames: np.ndarray) -> None:
+        for pixels in frames:
+            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+            frame.pts = self.frames_written
+            self.container.mux(self.video.encode(frame))
+            self.frames_written += 1
+
+    def write_audio(self, audio: np.ndarray, final: bool = False) -> None:
+        """Append samples; whole chunks are encoded now, the rest when more come (or at `final`)."""
+        pending = np.concatenate([self._pending, np.asarray(audio, np.float32)])
+        whole = len(pending) if final else len(pending) // self.AUDIO_CHUNK * self.AUDIO_CHUNK
+        for start in range(0, whole, self.AUDIO_CHUNK):
+            piece = av.AudioFrame.from_ndarray(pending[None, start : min(start + self.AUDIO_CHUNK, whole)],
+                                               format="fltp", layout="mono")
+            piece.sample_rate, piece.pts = self.sample_rate, self.samples_written
+            self.container.mux(self.sound.encode(piece))
+            self.samples_written += piece.samples
+        self._pending = pending[whole:]
+
+    def flush_video(self) -> None:
+        """No more frames: flush the video encoder (once)."""
+        if not self._video_flushed:
+            self.container.mux(self.video.encode(None))
+            self._video_flushed = True
+
+    def close(self) -> None:
+        """Flush both encoders and finish the file."""
+        self.flush_video()
+        self.write_audio(np.zeros(0, np.float32), final=True)
+        self.container.mux(self.sound.encode(None))
+        self.container.close()
+
+    def __enter__(self) -> "Mp4Writer":
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if kind is None:
+            self.close()
+        else:  # a failed write: release the file without finishing it
+            self.container.close()
+
+
 def encode_mp4(
     path: str | Path,
     frames: np.ndarray,
@@ -223,31 +288,12 @@ def encode_mp4(
     sample_rate: int,
     comment: str = "",
 ) -> None:
-    """Write frames [T, H, W, 3] uint8 and mono audio [S] float32 as H.264 + AAC mp4.
-
-    Writes `path` directly; callers wanting atomicity pass a temporary path.
-    """
-    height, width = frames.shape[1:3]
-    with av.open(str(path), "w", format="mp4", options=CONTAINER_OPTIONS) as container:
-        if comment:
-            container.metadata["comment"] = comment
-        video = container.add_stream(VIDEO_CODEC, rate=fps, options=VIDEO_OPTIONS)
-        video.width, video.height, video.pix_fmt = width, height, PIX_FMT
-        video.codec_context.thread_count = 1  # deterministic bytes, and parallelism is per video
-        video.codec_context.gop_size = max(1, int(round(KEYFRAME_SECONDS * fps)))
-        sound = container.add_stream(AUDIO_CODEC, rate=sample_rate, options=AUDIO_OPTIONS)
-        sound.layout = "mono"
-        for index, pixels in enumerate(frames):
-            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
-            frame.pts = index
-            container.mux(video.encode(frame))
-        container.mux(video.encode(None))
-        chunk = 1024  # one AAC frame per call keeps the encoder's FIFO small
-        for start in range(0, len(audio), chunk):
-            piece = av.AudioFrame.from_ndarray(audio[None, start : start + chunk], format="fltp", layout="mono")
-            piece.sample_rate, piece.pts = sample_rate, start
-            container.mux(sound.encode(piece))
-        container.mux(sound.encode(None))
+    """Write frames [T, H, W, 3] uint8 and mono audio [S] float32 as H.264 + AAC mp4 (all video, then all
+    audio). Writes `path` directly; callers wanting atomicity pass a temporary path."""
+    with Mp4Writer(path, frames.shape[1:3], fps, sample_rate, comment) as writer:
+        writer.write_frames(frames)
+        writer.flush_video()
+        writer.write_audio(audio)
 
 
 def _fingerprint(spec: VideoSpec, size: int, fps: int, sample_rate: int) -> str:

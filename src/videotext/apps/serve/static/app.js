@@ -1,6 +1,8 @@
 // videotext search page: query -> /search -> grid of thumbnails; click plays the clip
 // from its start time (media fragment #t=start,end plus currentTime for seeking), or, for a hit
 // found by what is said or written on screen, from the matched line's time (shown under the thumbnail).
+// With "moments" ticked the hits are spans of videos (/search?moments=true): each card shows the span
+// on a bar the length of its video, and a click plays the video from the span's start.
 // A server bound beyond loopback needs an access token: the page asks for it once, keeps it
 // for this tab (sessionStorage) and sends it as "Authorization: Bearer TOKEN"; thumbnails and
 // videos are then fetched with that header and shown from blob URLs.
@@ -11,6 +13,7 @@ const queryBox = document.getElementById("query");
 const whereBox = document.getElementById("where");
 const kBox = document.getElementById("k");
 const byBox = document.getElementById("by");
+const momentsBox = document.getElementById("moments");
 const statusLine = document.getElementById("status");
 const grid = document.getElementById("results");
 const playerBox = document.getElementById("player-box");
@@ -108,6 +111,8 @@ function card(hit) {
   time.className = "time";
   time.textContent = hit.start !== null ? `${seconds(hit.start)} – ${seconds(hit.end)}` : "whole video";
   button.append(img, meta, time);
+  const bar = spanBar(hit);
+  if (bar) button.append(bar);
   for (const [kind, line] of [["said", hit.said], ["written", hit.written]]) {
     if (!line) continue;
     const text = document.createElement("div");
@@ -119,6 +124,21 @@ function card(hit) {
   return button;
 }
 
+// where a hit lies in its video: a bar the video's length with the hit's span marked
+function spanBar(hit) {
+  if (!hit.duration || hit.start === null || hit.end === null) return null;
+  const bar = document.createElement("div");
+  bar.className = "span-bar";
+  bar.title = `${seconds(hit.start)} – ${seconds(hit.end)} of ${seconds(hit.duration)}`;
+  const span = document.createElement("div");
+  span.className = "span";
+  const left = Math.min(100, Math.max(0, 100 * hit.start / hit.duration));
+  span.style.left = `${left}%`;
+  span.style.width = `${Math.max(1, Math.min(100 - left, 100 * (hit.end - hit.start) / hit.duration))}%`;
+  bar.append(span);
+  return bar;
+}
+
 // "more like this" under each result: the entries most like it (GET /search/like?id=…)
 function withMoreLike(cardButton, hit) {
   const box = document.createElement("div");
@@ -128,18 +148,20 @@ function withMoreLike(cardButton, hit) {
   more.className = "more-like";
   more.dataset.id = hit.id;
   more.textContent = "more like this";
+  const like = hit.entry || hit.id;  // a moment: like the indexed entry it was found through
   more.addEventListener("click", () => {
     const k = Math.min(100, Math.max(1, parseInt(kBox.value, 10) || 12));
-    history.replaceState(null, "", `?like=${encodeURIComponent(hit.id)}&k=${k}`);
-    showResults(`/search/like?${new URLSearchParams({ id: hit.id, k: String(k) })}`);
+    history.replaceState(null, "", `?like=${encodeURIComponent(like)}&k=${k}`);
+    showResults(`/search/like?${new URLSearchParams({ id: like, k: String(k) })}`);
   });
   box.append(cardButton, more);
   return box;
 }
 
-async function search(q, k, where, by) {
+async function search(q, k, where, by, moments) {
   const params = new URLSearchParams({ q, k: String(k), by });
   if (where) params.set("where", where);
+  if (moments) params.set("moments", "true");
   return showResults(`/search?${params}`);
 }
 
@@ -170,8 +192,9 @@ form.addEventListener("submit", event => {
   const where = whereBox.value.trim();
   const filter = where ? `&where=${encodeURIComponent(where)}` : "";
   const by = byBox.value;
-  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}&by=${by}${filter}`);
-  search(q, k, where, by);
+  const moments = momentsBox.checked;
+  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}&by=${by}${filter}${moments ? "&moments=true" : ""}`);
+  search(q, k, where, by, moments);
 });
 
 const initial = new URLSearchParams(location.search);
@@ -180,6 +203,7 @@ if (initial.get("q")) {
   if (initial.get("k")) kBox.value = initial.get("k");
   if (initial.get("where")) whereBox.value = initial.get("where");
   if (["all", "shown", "said", "written", "both"].includes(initial.get("by"))) byBox.value = initial.get("by");
+  momentsBox.checked = initial.get("moments") === "true";
   form.requestSubmit();
 } else if (initial.get("like")) {
   if (initial.get("k")) kBox.value = initial.get("k");
