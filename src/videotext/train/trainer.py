@@ -48,6 +48,7 @@ from videotext.train.checkpoint import (
 )
 from videotext.train.init_from import apply_init
 from videotext.train.schedules import build_optimizer, build_scheduler, depends_on_budget, param_groups
+from videotext.train.stopping import improves
 
 
 class TrainingDiverged(VideoTextError, RuntimeError):
@@ -300,11 +301,26 @@ class Trainer:
             self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
                             **self._train_time(),
                             **metric_directions(metrics)})
-        self.state["stale"] = 0 if selected else self.state.get("stale", 0) + 1
+        self._count_stale(metrics, value, best)
         if selected:
             self.state["best"], self.state["best_step"] = value, self.state["step"]
             if self.rank == 0:
                 save_checkpoint(ckpt / "best", self.method, self._meta(val=metrics, epoch=epoch))
+
+    def _count_stale(self, metrics: dict[str, Any] | None, value: float, best: float | None) -> None:
+        """Validations in a row without an improvement of `train.early_stop_metric` (default: the
+        selection metric) by more than `train.early_stop_min_delta` (`videotext.train.stopping`)."""
+        train = self.config.train
+        if train.early_stop_metric and train.early_stop_metric != train.select_metric:
+            stop_value = metric_value(metrics, train.early_stop_metric) if self.rank == 0 else None
+            stop_value = dist.broadcast_object(stop_value)
+            reference = self.state.get("stop_reference")
+        else:  # a run saved before the reference was kept: the best so far is its reference
+            stop_value, reference = value, self.state.get("stop_reference", best)
+        if improves(stop_value, reference, train.early_stop_min_delta):
+            self.state["stop_reference"], self.state["stale"] = stop_value, 0
+        else:
+            self.state["stale"] = self.state.get("stale", 0) + 1
 
     def _patience_exhausted(self, state: dict[str, Any] | None = None) -> bool:
         """Early stop: `train.early_stop_patience` validations in a row without a new best."""
