@@ -345,6 +345,7 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
         "parameters": sum(p.numel() for p in params),
         "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
         "train_cpu_s": float(trainer.state.get("train_cpu_s", 0.0)), "train_s": float(trainer.state.get("train_s", 0.0)),
+        "text_cache_cpu_s": float(trainer.state.get("text_cache_cpu_s", 0.0)),
         "val_curve": validation_curve(folder), "val_select_curve": validation_curve(folder, train.select_metric),
         "steps_per_epoch": steps_per_epoch,
         "early_stop": {"patience": train.early_stop_patience, "min_delta": train.early_stop_min_delta,

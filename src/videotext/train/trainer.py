@@ -124,8 +124,10 @@ class Trainer:
         self.method.to(self.device)
         self.train_set = self.data.split(cfg.data.train_split)
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
+        cpu = time.process_time()
         frozen_text_caches(self.method, network_precision(cfg.method, cfg.inference.precision, self.device),
                            [s for s in (self.train_set, self.val_set) if s is not None])
+        self.text_cache_cpu_s = time.process_time() - cpu  # part of the training cost, outside the steps
         if cfg.data.shards:  # streamed from WebDataset shards (videotext.data.streaming)
             self.batches = shard_training_batches(self.method, cfg, self.expert_dims or {}, self.run_dir / "failures.jsonl")
         else:
@@ -182,6 +184,8 @@ class Trainer:
         elif (ckpt / "last").exists() and not self.resume:
             raise VideoTextError(f"{self.run_dir}: already has checkpoints; pass --resume to continue it "
                                  f"or choose another out_dir")
+        # the frozen text caches' CPU time of the run's first start (a resume fills them again, uncounted)
+        self.state.setdefault("text_cache_cpu_s", round(self.text_cache_cpu_s, 2))
         # the budget this run's lr schedule is planned for; a larger train.epochs continues the run
         # as if planned so only where the schedule does not depend on it (`depends_on_budget`)
         self.state["total_steps"] = self.total_steps
