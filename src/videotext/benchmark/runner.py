@@ -29,6 +29,7 @@ from videotext.benchmark.definition import BenchmarkDef, DataDef, RowDef
 from videotext.config import ConfigError, load_config, parse_value
 from videotext.errors import DataFormatError, VideoTextError
 from videotext.data.experts import extract_features
+from videotext.data.loaders import epoch_length
 from videotext.data.schema import VideoTextDataset
 from videotext.data.synthetic import synthesize
 from videotext.data.synthetic.sharing import batch_event_sharing
@@ -39,7 +40,6 @@ from videotext.eval.rescore import rescore as rescore_matrix
 from videotext.eval.relevance import dataset_caption_relevance
 from videotext.io import append_json_line, process_alive, write_json
 from videotext.train.schedules import depends_on_budget
-from videotext.data.loaders import epoch_length
 from videotext.train.trainer import Trainer, metric_value, read_metrics_log
 
 log = logging.getLogger(__name__)
@@ -302,8 +302,8 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
     data = bench.row_data(row)
     experts = list(row_config.data.experts)
     manifest, features = prepare_data(data, experts, data_root, progress)
-    overrides = [*rule_overrides(bench, row_config), *row.set, *bench.set, f"data.manifest={manifest.resolve()}", f"train.seed={seed}", f"train.epochs={budget}",
-                 f"train.threads={bench.row_threads(row)}", f"out_dir={folder}"]
+    overrides = [*rule_overrides(bench, row_config), *row.set, *bench.set, f"data.manifest={manifest.resolve()}",
+                 f"train.seed={seed}", f"train.epochs={budget}", f"train.threads={bench.row_threads(row)}", f"out_dir={folder}"]
     if experts:
         overrides.append(f"data.features={features.resolve()}")
     config = load_config(row.config, overrides)
