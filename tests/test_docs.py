@@ -251,9 +251,11 @@ BENCHMARK_PAGE = ROOT / "docs" / "benchmark.md"
 
 
 def test_every_quoted_figure_matches_its_record() -> None:
-    """Every "mean ± std" of README.md and docs/ either cites its benchmark record and equals
-    the figure formatted from it (per-seed lists after it too), or sits in a region that says
-    it is a paper's or was measured without a committed record."""
+    """Every figure of README.md and docs/ that reads as measured ("mean ± std", a ratio ×, a
+    share %, a number in a table of results, a decimal in a section of measurements) either cites
+    its benchmark record and equals the figure formatted from it (per-seed lists and paired 95 %
+    intervals too), or sits in a region that says it is a paper's, a bench script's, a setting, or
+    was measured without a committed record."""
     from videotext.benchmark.figures import check, parse, pages
 
     checked = pages([ROOT / "README.md", ROOT / "docs"])
@@ -261,7 +263,7 @@ def test_every_quoted_figure_matches_its_record() -> None:
     errors, cited = [], 0
     for page in checked:
         text = page.read_text(encoding="utf-8")
-        errors += check(text, RECORDS, page.relative_to(ROOT).as_posix())
+        errors += check(text, RECORDS, page.relative_to(ROOT).as_posix(), ROOT)
         cited += sum(f.spec is not None for f in parse(text)[0])
     assert errors == []
     readme = parse((ROOT / "README.md").read_text(encoding="utf-8"))[0]
@@ -283,32 +285,44 @@ def _records(root: Path, row: str, values: list[float]) -> None:
     for seed, value in enumerate(values):
         path = root / "bench" / row / f"seed_{seed}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"results": {row: {"t2v": {"R1": value}}}, "train_cpu_s": 1000.0 * (seed + 8)}))
+        path.write_text(json.dumps({"results": {row: {"t2v": {"R1": value}}}, "train_cpu_s": 1000.0 * (seed + 8),
+                                    "ratio": 2.0 + seed / 10, "share": 40.0 + seed}))
 
 
 def test_figure_checker_catches_drift_and_uncited_figures(tmp_path: Path) -> None:
     from videotext.benchmark.figures import check, update
 
     _records(tmp_path, "a", [80.64, 80.93, 78.89])  # 80.2 ± 1.1
-    _records(tmp_path, "b", [77.77, 75.75, 75.91])  # a − b: +3.7 ± 1.3 (+2.9 / +5.2 / +3.0)
+    _records(tmp_path, "b", [77.77, 75.75, 75.91])  # a − b: +3.7 ± 1.3 (+2.9 / +5.2 / +3.0), 95 %: [+0.4, +6.9]
     a, b = "bench/a results.a.t2v.R1", "bench/b results.b.t2v.R1"
     good = (f"two-stage **80.2 ± 1.1**<!-- record {a} --> (80.6 / 80.9 / 78.9), "
-            f"+3.7 ± 1.3<!-- record {a} - {b} --> (+2.9, +5.2, +3.0) over cheap, "
-            f"b − a −3.68 ± 1.30<!-- record {b} - {a} -->, "
+            f"+3.7 ± 1.3 [+0.4, +6.9]<!-- record {a} - {b} --> (+2.9, +5.2, +3.0) over cheap, "
+            f"b − a −3.68 ± 1.30 [−6.91, −0.44]<!-- record {b} - {a} -->, "
             "CPU 9 000 ± 1 000<!-- record bench/a train_cpu_s -->.\n"
             "<!-- figures: paper (Table 1) -->\n\n| x | 24.6 ± 0.4 |\n\n<!-- /figures -->\n"
-            "and <!-- figures: unrecorded -->60.1 ± 2.0<!-- /figures --> elsewhere.\n")
-    assert check(good, tmp_path) == []
+            "and <!-- figures: unrecorded -->60.1 ± 2.0<!-- /figures --> elsewhere.\n"
+            # the other forms: a ratio, a share, a per-seed list, one seed's value, a table of results
+            "gradient 2.1×<!-- record bench/a ratio --> (seed 0: 2.0×<!-- record bench/a@0 ratio -->), "
+            "41.0 %<!-- record bench/a share --> of the batch, seeds 80.6 / 80.9 / 78.9<!-- record {a} -->.\n"
+            "\n| row | t2v R@1 | CPU-s |\n|---|---|---|\n"
+            f"| a | 80.2<!-- record {a} --> | 8 000 / 9 000 / 10 000<!-- record bench/a train_cpu_s --> |\n"
+            "| `key` | about 0.2 s a step | – |\n\n"  # not a results cell: words; code is not read
+            "A 10^6 × 256 matrix, `lr 1e-4`, <!-- figures: setting -->10 % held out<!-- /figures -->, "
+            "<!-- figures: bench bench/x.py -->4.2× faster<!-- /figures -->.\n"
+            "\n## Our figures\n\nA measured +3.68<!-- record {a} - {b} --> difference.\n")
+    good = good.replace("{a}", a).replace("{b}", b)
+    (tmp_path / "bench" / "x.py").write_text("")
+    assert check(good, tmp_path, repo=tmp_path) == []
     assert update(good, tmp_path) == good
 
     def one(text: str) -> str:
-        errors = check(text, tmp_path)
+        errors = check(text, tmp_path, repo=tmp_path)
         assert len(errors) == 1, errors
         return errors[0]
 
     assert "gives '80.2 ± 1.1'" in one(good.replace("80.2 ± 1.1", "80.3 ± 1.1"))  # an edited figure
     assert "gives '+3.7 ± 1.3'" in one(good.replace("+3.7 ± 1.3", "−3.7 ± 1.3"))  # a flipped sign
-    assert "per-seed" in one(good.replace("80.9 / 78.9", "80.9 / 78.8"))  # an edited seed
+    assert "per-seed" in one(good.replace("80.9 / 78.9), ", "80.9 / 78.8), "))  # an edited seed
     assert "not one per seed" in one(good.replace("(80.6 / 80.9 / 78.9)", "(80.6 / 80.9)"))
     assert "cites no record" in one(good + "a new figure 12.0 ± 0.5 here\n")
     assert "no key" in one(good.replace("results.a.t2v.R1 -->", "results.a.t2v.R5 -->", 1))
@@ -316,10 +330,56 @@ def test_figure_checker_catches_drift_and_uncited_figures(tmp_path: Path) -> Non
     assert "never closed" in one(good + "<!-- figures: paper -->\n")
     assert "unknown kind" in one(good.replace("figures: unrecorded", "figures: trusted"))
     assert "raw HTML" in one(good.replace("and <!-- figures: unrecorded -->", "<!-- figures: unrecorded -->"))
+    # the forms beyond "mean ± std": each contradicts its record, or is uncited
+    assert "gives '2.1×'" in one(good.replace("2.1×<!--", "2.4×<!--"))
+    assert "gives '2.0×'" in one(good.replace("2.0×<!--", "2.2×<!--"))
+    assert "gives '41.0 %'" in one(good.replace("41.0 %<!--", "42.0 %<!--"))
+    assert "not one value per seed" in one(good.replace("seeds 80.6 / 80.9 / 78.9", "seeds 80.6 / 80.9"))
+    assert "gives '80.6 / 80.9 / 78.9'" in one(good.replace("seeds 80.6 / 80.9 / 78.9", "seeds 80.6 / 80.8 / 78.9"))
+    assert "gives '8 000 / 9 000 / 10 000'" in one(good.replace("8 000 / 9 000", "8 000 / 9 100"))
+    assert "'3.0×' (a ratio or share) cites no record" in one(good + "runs 3.0× faster\n")
+    assert "'12 %' (a ratio or share)" in one(good + "and 12 % of them\n")
+    assert "(a number in a table of results)" in one(good.replace("| a | 80.2<!-- record bench/a results.a.t2v.R1 --> |",
+                                                                  "| a | 76.4 |"))
+    assert "'76.4' (a measured decimal)" in one(good + "below `dual` 76.4 on the same split\n")
+    assert "[+0.4, +6.9] after it" in one(good.replace(" [+0.4, +6.9]<!--", "<!--"))  # a difference needs its interval
+    assert "interval [+0.5, +6.9]" in one(good.replace("[+0.4, +6.9]", "[+0.5, +6.9]"))
+    assert "no script bench/y.py" in one(good.replace("bench bench/x.py", "bench bench/y.py"))
     _records(tmp_path, "a", [80.64, 80.93, 79.89])  # a record diverges from the text
-    assert len(check(good, tmp_path)) == 5  # a, a − b, b − a and the seed lists of a and a − b
+    assert len(check(good, tmp_path)) == 10  # a, a − b, b − a (each with its interval), seed lists, cell, values
     rewritten = update(good, tmp_path)
     assert "**80.5 ± 0.5**<!--" in rewritten and "(80.6 / 80.9 / 79.9)" in rewritten
-    assert "+4.0 ± 1.2<!--" in rewritten and "(+2.9, +5.2, +4.0)" in rewritten and "−4.01 ± 1.16<!--" in rewritten
+    assert "+4.0 ± 1.2 [+1.1, +6.9]<!--" in rewritten and "(+2.9, +5.2, +4.0)" in rewritten
+    assert "−4.01 ± 1.16 [−6.88, −1.14]<!--" in rewritten and "seeds 80.6 / 80.9 / 79.9<!--" in rewritten
     assert "24.6 ± 0.4" in rewritten and "60.1 ± 2.0" in rewritten
     assert check(rewritten, tmp_path) == []
+
+
+def test_update_writes_the_missing_interval_of_a_paired_difference(tmp_path: Path) -> None:
+    from videotext.benchmark.figures import check, update
+
+    _records(tmp_path, "a", [80.64, 80.93, 78.89])
+    _records(tmp_path, "b", [77.77, 75.75, 75.91])
+    page = "gain **+3.7 ± 1.3**<!-- record bench/a results.a.t2v.R1 - bench/b results.b.t2v.R1 --> (+2.9 / +5.2 / +3.0)\n"
+    assert "[+0.4, +6.9] after it" in check(page, tmp_path)[0]
+    fixed = update(page, tmp_path)
+    assert fixed == page.replace("1.3**", "1.3 [+0.4, +6.9]**")
+    assert check(fixed, tmp_path) == []
+
+
+def test_citations_combine_terms_and_index_lists(tmp_path: Path) -> None:
+    from videotext.benchmark.figures import check, resolve
+
+    _records(tmp_path, "a", [80.64, 80.93, 78.89])
+    _records(tmp_path, "b", [77.77, 75.75, 75.91])
+    a, b = "bench/a results.a.t2v.R1", "bench/b results.b.t2v.R1"
+    twice = resolve(f"{a} - {b} + {a} - {b}", tmp_path)  # (a − b) − (b − a): twice the paired difference
+    assert twice["per_seed"] == pytest.approx({0: 5.74, 1: 10.36, 2: 5.96}) and twice["paired"]
+    for seed in range(3):  # a list in a record, indexed from either end
+        path = tmp_path / "bench" / "c" / f"seed_{seed}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"curve": [[1, 10.0 + seed], [2, 20.0 + seed]]}))
+    assert resolve("bench/c curve.-1.1", tmp_path)["per_seed"] == {0: 20.0, 1: 21.0, 2: 22.0}
+    assert resolve("bench/c@1 curve.0.1", tmp_path)["mean"] == 11.0
+    assert check("ends at 20.0 / 21.0 / 22.0<!-- record bench/c curve.-1.1 -->\n", tmp_path) == []
+    assert "no key" in check("x 20.0<!-- record bench/c curve.2.1 -->\n", tmp_path)[0]

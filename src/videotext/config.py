@@ -155,6 +155,8 @@ class TrainConfig:
     deterministic: bool = True
     checkpoint_every: int = 0  # steps between mid-epoch checkpoints; 0 = only at epoch ends
     early_stop_patience: int = 0  # stop after this many validations without improvement; 0 = never (COOT §4: 15)
+    early_stop_min_delta: float = 0.0  # an improvement must beat the reference by more than this (videotext.train.stopping)
+    early_stop_metric: str = ""  # validation metric early stopping reads; "" = select_metric
     group_batches: bool = False  # batch videos sharing meta["group"] together (hard negatives, e.g. the synthetic order twins)
     # torchrun / DDP (videotext.distributed); ignored in a single process
     global_negatives: bool = True  # losses see every rank's embeddings (open_clip gather_with_grad); false = local only

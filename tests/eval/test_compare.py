@@ -63,7 +63,26 @@ def test_compare_pairs_seeded_rows_with_a_baseline_seed_by_seed(tmp_path):
     assert paired["mean"] == pytest.approx(-2.0) and paired["std"] == pytest.approx(1.0) and paired["n"] == 3
     assert saved["paired"]["one"] is None  # a single run has no seeds to pair
     html = page.read_text()
-    assert "cross − none, t2v R1 paired by seed: -2.0 ± 1.0 (-2.0, -1.0, -3.0)" in html
+    # the 95 % interval: −2 ± 4.303 · 1 / √3 = −2 ± 2.48
+    assert paired["ci95"] == pytest.approx([-2.0 - 4.302653 / 3 ** 0.5, -2.0 + 4.302653 / 3 ** 0.5], abs=1e-5)
+    assert "cross − none, t2v R1 paired by seed: -2.0 ± 1.0 [−4.5, +0.5] (-2.0, -1.0, -3.0)" in html
     assert "one − none, t2v R1 paired by seed: –" in html
     with pytest.raises(VideoTextError, match="--baseline 'dual' is not a row label"):
         compare_runs([base], tmp_path / "out", baseline="dual")
+
+
+def test_t_quantiles_and_intervals_match_the_tables():
+    from scipy import stats
+
+    from videotext.eval.compare import confidence_interval, interval_text, t_quantile
+
+    assert t_quantile(0.975, 2) == pytest.approx(4.3027, abs=1e-4)  # n = 3 seeds
+    for df in (1, 2, 4, 9, 30, 120):
+        for p in (0.6, 0.9, 0.975, 0.995):
+            assert t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-9)
+    assert t_quantile(0.025, 2) == pytest.approx(-4.3027, abs=1e-4)
+    low, high = confidence_interval(2.8, 2.8, 3)
+    assert (low, high) == pytest.approx((2.8 - 4.302653 * 2.8 / 3 ** 0.5, 2.8 + 4.302653 * 2.8 / 3 ** 0.5))
+    assert interval_text((low, high)) == "[−4.2, +9.8]" and confidence_interval(1.0, 0.0, 1) is None
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 2)

@@ -44,17 +44,24 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
 
     tested = {name: json.loads((out / name / "seed_0" / "test_metrics.json").read_text()) for name in ("dual", "toco")}
     dual, toco = row_cells("dual encoder (baseline)"), row_cells("ToCo two-stage (top 16)")
-    # cells: row, seeds, epochs, val change, t2v R1 R5 MdR, v2t R1 R5 MdR, paired, params, CPU-s, ms/query, ms/video
-    assert dual[1] == "1 of 1" and dual[2] == "2"
-    assert dual[4] == f"{tested['dual']['t2v']['R1']:.1f}" and dual[7] == f"{tested['dual']['v2t']['R1']:.1f}"
-    assert toco[4] == f"{tested['toco']['t2v']['R1']:.1f}"
-    assert toco[10].startswith(f"{tested['toco']['t2v']['R1'] - tested['dual']['t2v']['R1']:.1f}")
+    # cells: row, seeds, cap, epochs run, best val epoch, rising at cap, t2v R1 R5 MdR, v2t R1 R5 MdR, paired,
+    # params, CPU-s, ms/query, ms/video
     record = json.loads((results / "toco" / "seed_0.json").read_text())
+    dual_record = json.loads((results / "dual" / "seed_0.json").read_text())
+    assert dual[1] == "1 of 1" and dual[2] == "2" and dual[3] == "2"
+    assert dual[4] == f"{dual_record['best_epoch']:g}" and dual[5] in ("no", "**yes** (1 of 1)")
+    assert dual_record["best_epoch"] == dual_record["best_step"] / dual_record["steps_per_epoch"]
+    assert dual[6] == f"{tested['dual']['t2v']['R1']:.1f}" and dual[9] == f"{tested['dual']['v2t']['R1']:.1f}"
+    assert toco[6] == f"{tested['toco']['t2v']['R1']:.1f}"
+    assert toco[12].startswith(f"{tested['toco']['t2v']['R1'] - tested['dual']['t2v']['R1']:.1f}")
     cheap = row_cells("ToCo cheap scorer alone")
-    assert cheap[4] == f"{record['results']['toco-cheap']['t2v']['R1']:.1f}"
+    assert cheap[6] == f"{record['results']['toco-cheap']['t2v']['R1']:.1f}"
+    # what the record keeps of the run: its selection curve, the rule as the trainer applied it, its logged losses
+    assert [e for e, _ in dual_record["val_select_curve"]] == [1.0, 2.0] and dual_record["select_metric"] == "t2v.geometric_mean"
+    assert dual_record["early_stop"] == {"patience": 0, "min_delta": 0.0, "metric": "t2v.geometric_mean"}  # cosine
+    assert dual_record["train_log"]["steps"]["all"] > 0 and "loss" in dual_record["train_log"]["all"]
     assert record["train_cpu_s"] > 0 and record["trainable_parameters"] > 0
     # dual's re-scored lines: the same checkpoint, on their own table, paired with the plain row
-    dual_record = json.loads((results / "dual" / "seed_0.json").read_text())
     assert dual_record["results"]["dual"] == {k: v for k, v in tested["dual"].items()
                                               if isinstance(v, dict) and k != "ranks"}  # plain unchanged
     assert dual_record["rescored"]["dual-dsl"]["rescore"] == "dsl" and "v2t" not in dual_record["results"]["dual-qbnorm"]
@@ -63,9 +70,9 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
     dsl, qb = row_cells("dual encoder re-scored by dual softmax"), row_cells("dual encoder re-scored by QB-Norm")
     for cells, name in ((dsl, "dual-dsl"), (qb, "dual-qbnorm")):
         rescored_r1 = dual_record["results"][name]["t2v"]["R1"]
-        assert cells[4] == f"{rescored_r1:.1f}" and cells[10].startswith(f"{rescored_r1 - tested['dual']['t2v']['R1']:.1f}")
-    assert dsl[7] == f"{dual_record['results']['dual-dsl']['v2t']['R1']:.1f}" and qb[7] == "–"  # QB-Norm: t2v only
-    assert qb[11] == f"{dual_record['results']['dual-qbnorm']['t2v']['rescored_queries']:.1f}"
+        assert cells[6] == f"{rescored_r1:.1f}" and cells[12].startswith(f"{rescored_r1 - tested['dual']['t2v']['R1']:.1f}")
+    assert dsl[9] == f"{dual_record['results']['dual-dsl']['v2t']['R1']:.1f}" and qb[9] == "–"  # QB-Norm: t2v only
+    assert qb[13] == f"{dual_record['results']['dual-qbnorm']['t2v']['rescored_queries']:.1f}"
     assert "## Inference-time re-scoring" in text and "information a single-query search does not have" in text
     assert sum(line.startswith("| dual encoder re-scored") for line in text.splitlines()) == 2  # not in main / toco_init
     assert record["inference"]["toco"]["query_cpu_ms"] > 0 and [e for e, _ in record["val_curve"]] == [2.0]  # eval_every=2
@@ -76,7 +83,10 @@ def test_table_is_written_from_the_finished_runs_and_they_are_reused(tiny_synth,
 
     assert (record["threads"], json.loads((results / "dual" / "seed_0.json").read_text())["threads"]) == (2, 1)
     assert yaml.safe_load((out / "toco" / "seed_0" / "config.yaml").read_text())["train"]["threads"] == 2
-    assert toco[-3] == f"{record['train_cpu_s']:.0f} (2 threads)" and re.fullmatch(r"\d+", dual[-3])
+    # training CPU-s count the frozen text caches filled before the first step (dual's MiniLM; ToCo caches
+    # its text states inside the steps, already counted)
+    assert dual_record["text_cache_cpu_s"] > 0 and record["text_cache_cpu_s"] == 0.0
+    assert toco[-3] == f"{record['train_cpu_s'] + record['text_cache_cpu_s']:.0f} (2 threads)" and re.fullmatch(r"\d+", dual[-3])
     assert "except `toco` (2; its CPU-seconds and CPU-milliseconds count every thread)" in text
     from videotext.benchmark.analysis import run_event_confusions
 
@@ -135,21 +145,44 @@ def test_packaged_benchmark_uses_the_demo_extraction_settings_and_demo_data_fold
                                                            "toco", "frozen", "clip4clip"}
 
 
-def test_validation_change_over_the_last_fifth():
-    from videotext.benchmark.table import last_fifth_change, trained_epochs
+def _record(curve, epochs, best_step, steps_per_epoch=None, train=1280):
+    record = {"row": "dual", "seed": 0, "epochs": epochs, "val_curve": curve, "best_step": best_step,
+              "data": {"splits": {"train": train}}}
+    return {**record, **({"steps_per_epoch": steps_per_epoch} if steps_per_epoch else {})}
 
-    flat = [[e, 70.0 + (0.3 if e % 2 else -0.3)] for e in range(1, 31)]
-    rising = [[e, 2.0 * e] for e in range(1, 31)]
-    assert abs(last_fifth_change(flat, 30)) < 0.5
-    assert last_fifth_change(rising, 30) == pytest.approx(12.0)  # 2 points per epoch over 6 epochs
-    assert last_fifth_change([[30, 1.0]], 30) is None
-    # 5 epochs validated once each: only epoch 5 lies past 80 %, so the line runs through epochs 4-5
-    assert last_fifth_change([[1, 1.0], [2, 3.7], [3, 3.9], [4, 3.0], [5, 3.4]], 5) == pytest.approx(0.4)
-    # early stopping at epoch 20 of a 40-epoch budget: the last fifth is epochs 17-20, not 33-40
-    stopped = {"epochs": 40, "val_curve": [[e, 2.0 * e] for e in range(1, 21)]}
+
+def test_training_length_rule_from_the_record():
+    from videotext.benchmark.definition import load_benchmark
+    from videotext.benchmark.table import best_epoch, seed_rule, trained_epochs
+
+    bench = load_benchmark("synthetic")
+    assert (bench.training.patience_epochs, bench.training.min_delta) == (5, 1.0)
+    dual = bench.row("dual")  # batch 64 over 1 280 training videos: 20 steps an epoch
+    rising = _record([[e, 2.0 * e] for e in range(1, 31)], 30, 600)
+    assert seed_rule(bench, dual, rising) == {"run": 30.0, "best": 30.0, "stopped": False, "rising": True}
+    # flat after epoch 20 (within 1 point of its value there): settled, its best (epoch 24) derived from best_step
+    flat = _record([[e, min(e, 20) + (0.5 if e == 24 else 0.0)] for e in range(1, 31)], 30, 480)
+    assert seed_rule(bench, dual, flat) == {"run": 30.0, "best": 24.0, "stopped": False, "rising": False}
+    # early stopping at epoch 20 of a 40-epoch cap: stopped, not rising; a kept steps_per_epoch is used as is
+    stopped = _record([[e, 2.0 * e] for e in range(1, 21)], 40, 5 * 7, steps_per_epoch=7)
     assert trained_epochs(stopped) == 20.0
-    assert last_fifth_change(stopped["val_curve"], trained_epochs(stopped)) == pytest.approx(8.0)
-    assert trained_epochs({"epochs": 30, "val_curve": rising}) == 30.0
+    assert seed_rule(bench, dual, stopped) == {"run": 20.0, "best": 5.0, "stopped": True, "rising": False}
+    assert best_epoch(bench, dual, {**flat, "best_step": 481}) is None  # no validation at that step
+    assert best_epoch(bench, dual, {**flat, "best_epoch": 7.0}) == 7.0  # a record that keeps it
+
+
+def test_rule_overrides_arm_early_stopping_only_where_the_schedule_allows():
+    from videotext.benchmark.definition import load_benchmark
+    from videotext.benchmark.runner import rule_overrides
+    from videotext.config import load_config
+
+    bench = load_benchmark("synthetic")
+    mmt = load_config("mmt/synthetic")  # step decay: the lr does not depend on the budget
+    assert rule_overrides(bench, mmt) == ["train.early_stop_patience=5", "train.early_stop_min_delta=1.0",
+                                          "train.early_stop_metric=t2v.R1"]
+    assert rule_overrides(bench, load_config("mmt/synthetic", ["train.eval_every=2"]))[0] == "train.early_stop_patience=3"
+    assert rule_overrides(bench, load_config("dual/synthetic")) == []  # cosine: trains to its cap
+    assert rule_overrides(bench, load_config("coot/synthetic")) == []  # §4's own patience is kept
 
 
 def test_event_confusions_by_hand():

@@ -288,6 +288,15 @@ def test_captioning_reaches_the_embeddings_only_through_the_attention_unless_det
         assert _head_gradient(model, out["contrast"])["video"] > 0
 
 
+def _head_gradient_vector(model, loss, head: str) -> torch.Tensor:
+    model.zero_grad(set_to_none=True)
+    loss.backward(retain_graph=True)
+    vector = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                        for p in getattr(model, f"{head}_head").parameters() if p.requires_grad])
+    model.zero_grad(set_to_none=True)
+    return vector
+
+
 def test_diagnosed_gradient_norms_equal_separate_backward_passes():
     model = _controlled(diagnose=True)
     out = model.loss({"video": _video_batch(), "text": model.prepare_text(TEXTS)})
@@ -295,6 +304,19 @@ def test_diagnosed_gradient_norms_equal_separate_backward_passes():
     for head in ("video", "text"):
         assert float(out[f"grad_{head}_contrast"]) == pytest.approx(contrast[head], rel=1e-5)
         assert float(out[f"grad_{head}_caption"]) == pytest.approx(caption[head], rel=1e-5)
+        a = _head_gradient_vector(model, out["contrast"], head)
+        b = _head_gradient_vector(model, out["caption_weighted"], head)
+        assert float(out[f"grad_{head}_ratio"]) == pytest.approx(float(b.norm() / a.norm()), rel=1e-5)
+        cosine = float(torch.dot(a, b) / (a.norm() * b.norm()))
+        assert float(out[f"grad_{head}_cosine"]) == pytest.approx(cosine, rel=1e-4, abs=1e-6)
+        assert -1.0 <= cosine <= 1.0
+
+
+def test_diagnosis_every_nth_step_only():
+    model = _controlled(diagnose=True, diagnose_every=3)
+    batch = {"video": _video_batch(), "text": model.prepare_text(TEXTS)}
+    diagnosed = ["grad_video_ratio" in model.loss(batch) for _ in range(6)]
+    assert diagnosed == [False, False, True, False, False, True]
 
 
 def test_the_balanced_rule_sets_lambda_once_so_both_losses_start_equal(tmp_path):

@@ -124,6 +124,23 @@ def test_early_stop_after_patience_validations_without_improvement(tiny_synth, t
     assert [v["selected"] for v in vals] == [True, False]  # stopped after the first stale validation
 
 
+def test_early_stop_counts_only_improvements_beyond_min_delta_on_its_own_metric(tiny_synth, tmp_path):
+    from videotext.train.stopping import settled_epoch
+
+    # min_delta 1000 points: no validation after the first is an improvement, whatever it selects
+    config = make_config(tiny_synth, "train.epochs=8", "train.early_stop_patience=2",
+                         "train.early_stop_min_delta=1000", "train.early_stop_metric=t2v.R1")
+    Trainer(config, tmp_path / "run", progress=False).fit()
+    vals = [e for e in read_metrics_log(tmp_path / "run") if e["kind"] == "val"]
+    assert [v["epoch"] for v in vals] == [1, 2, 3]
+    curve = [[v["epoch"], v["t2v"]["R1"]] for v in vals]
+    assert settled_epoch(curve, 2, 1000) == 3.0  # the offline rule stops where the trainer did
+    # min_delta 0 on the selection metric is the plain early stop: every new best resets the count
+    plain = make_config(tiny_synth, "train.epochs=3", "train.early_stop_patience=5")
+    Trainer(plain, tmp_path / "plain", progress=False).fit()
+    assert len([e for e in read_metrics_log(tmp_path / "plain") if e["kind"] == "val"]) == 3
+
+
 def test_a_larger_budget_continues_a_run_as_if_planned_where_the_schedule_allows(tiny_synth, tmp_path):
     # plateau (COOT's reduce-on-plateau) does not depend on the budget: 2 epochs, then continued
     # to 4, equals 4 epochs from the start

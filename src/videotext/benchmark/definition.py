@@ -73,6 +73,23 @@ class TableDef:
 
 
 @dataclass
+class TrainingRule:
+    """How long every row trains (`videotext.train.stopping`): a row's `epochs` is its cap, and its
+    run has *settled* once `patience_epochs` epochs of validation passed without an improvement of
+    `metric` by more than `min_delta` points. A run that reached its cap with an improvement in its
+    last `patience_epochs` epochs is *still rising at the cap*: the table marks it.
+
+    Early stopping by this rule is armed (`train.early_stop_*`) on rows whose lr schedule does not
+    depend on the budget and whose config sets no patience of its own (COOT keeps §4's); a row whose
+    lr decays to 0 over its cap (cosine, linear) trains to the cap, as stopping it sooner would end
+    it before the decay, and a new run with a larger cap is the cure for one still rising."""
+
+    patience_epochs: int = 5
+    min_delta: float = 1.0  # points of `metric`
+    metric: str = "t2v.R1"  # the curve every record holds (`val_curve`)
+
+
+@dataclass
 class BenchmarkDef:
     name: str
     description: str
@@ -83,6 +100,7 @@ class BenchmarkDef:
     threads: int = 1  # torch threads per run: CPU-seconds comparable across rows
     set: list[str] = field(default_factory=list)  # run-config overrides for every row, after the row's own
     batch_sharing_sizes: list[int] = field(default_factory=lambda: [32, 64])  # measured event sharing
+    training: TrainingRule = field(default_factory=TrainingRule)
 
     def row(self, name: str) -> RowDef:
         for row in self.rows:
@@ -161,6 +179,9 @@ def load_benchmark(name_or_path: str | Path, overrides: list[str] | None = None)
             if unknown:
                 raise ConfigError(f"{path}: rows.{row.name}.evals.{ev.name}.tables names unknown table(s) {unknown} "
                                   f"(have {sorted(table_ids)})")
+    if bench.training.patience_epochs < 1 or bench.training.min_delta < 0:
+        raise ConfigError(f"{path}: training.patience_epochs must be ≥ 1 and training.min_delta ≥ 0, got "
+                          f"{bench.training.patience_epochs} and {bench.training.min_delta}")
     for table in bench.tables:
         for line, baseline in [("baseline", table.baseline), *table.baselines.items()]:
             if baseline not in names or (line != "baseline" and line not in names):

@@ -1,21 +1,42 @@
 """Figures quoted in prose pages (README.md, docs/), tied to the benchmark records they restate.
 
-A "mean ± std" figure that restates a benchmark result carries its record in an HTML comment
-right after it (invisible on the rendered page)::
+A figure that restates a benchmark result carries its record in an HTML comment right after it
+(invisible on the rendered page)::
 
     two-stage **80.2 ± 1.1**<!-- record synthetic/toco results.toco.t2v.R1 --> (80.6 / 80.9 / 78.9)
 
 ``synthetic/toco`` names the records ``results/benchmark/synthetic/toco/seed_<n>.json`` (every
-seed there) and ``results.toco.t2v.R1`` a dotted key in each. The figure is the mean ± sample
-std over the seeds (`aggregate_seeds`, as on the benchmark page), printed with as many decimals
-as the text gives; a bracketed per-seed list right after the comment is checked too. ``A - B``
-(two record + key pairs) cites the paired difference, seed by seed over the seeds both have
-(`paired_difference`). Signs may be written ``+`` / ``−``; digit groups may be spaced (``8 212``).
+seed there; ``synthetic/toco@0`` seed 0 alone) and ``results.toco.t2v.R1`` a dotted key in each.
+What is written before the comment says what is cited, printed with as many decimals as the
+text gives:
 
-Figures that are not ours to record (a paper's tables) or were measured without a committed
-record sit in a region ``<!-- figures: paper … -->`` … ``<!-- /figures -->`` or
-``<!-- figures: unrecorded … -->`` … ``<!-- /figures -->``. Any other figure is an error, so a
-restated benchmark figure can neither drift from its record nor be added without one.
+- ``mean ± std``: over the seeds (`aggregate_seeds`, as on the benchmark page); a bracketed
+  per-seed list right after the comment is checked too, and so is a 95 % interval ``[lo, hi]``
+  written between the figure and the comment (mean ± t · std / √n, `confidence_interval`);
+- ``a / b / c``: one value per seed, in seed order;
+- one number (``%`` or ``×`` may follow it): the mean over the seeds (the value of the one seed).
+
+``A - B`` (two record + key pairs) cites the paired difference, seed by seed over the seeds both
+have (`paired_difference`), and ``A - B - C + D`` the difference of two paired differences; a key
+may index a list (``val_curve.-1.1``: the last validation's value); a cited ``mean ± std`` difference must carry its 95 % interval, since a
+difference whose interval holds 0 does not tell two rows apart. Signs may be written ``+`` /
+``−``; digit groups may be spaced (``8 212``).
+
+What reads as measured must be cited or sit in a marked region: every ``mean ± std``, every
+number followed by ``×`` or ``%``, every number of a table cell made only of numbers, and, in
+the sections that report measurements (headings with "our figures", "measured", "re-scored
+figures"), every number with a decimal point. Code (fenced blocks, inline spans) and comments
+are not read. Regions::
+
+    <!-- figures: paper (Table 2) -->        a paper's figures, quoted
+    <!-- figures: unrecorded (why) -->       measured without a committed record
+    <!-- figures: bench bench/x.py -->       printed by that benchmark script (it must exist)
+    <!-- figures: setting -->                a value chosen or derived, not measured (10 % held out)
+    …
+    <!-- /figures -->
+
+So a restated benchmark figure can neither drift from its record nor be added without one, and
+a figure from elsewhere says where it comes from.
 
 `check` lists the errors of a page; `update` rewrites its cited figures from the records:
 ``python -m videotext.benchmark.figures [--check] [README.md docs]`` (the pages `videotext
@@ -31,42 +52,62 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from videotext.eval.compare import paired_difference
+from videotext.eval.compare import confidence_interval, paired_difference
 from videotext.eval.retrieval import aggregate_seeds
 
 RECORDS = Path("results/benchmark")  # <benchmark>/<row>/seed_<n>.json, relative to the repository root
-REGION_KINDS = ("paper", "unrecorded")
+REGION_KINDS = ("paper", "unrecorded", "bench", "setting")
 
 _GROUP = "[ \u00a0\u202f]"  # a space between digit groups: "8 212"
 _NUMBER = rf"\d{{1,3}}(?:{_GROUP}\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_SIGNED = rf"[+\-−]?(?:{_NUMBER})"
 FIGURE = re.compile(rf"(?<![\w.@])(?P<sign>[+\-−]?)(?P<mean>{_NUMBER})\s*±\s*(?P<std>{_NUMBER})(?!\w|\.\d)")
-CITATION = re.compile(r"[*_]*(?P<comment><!--\s*record\s+(?P<spec>.*?)\s*-->)")
+INTERVAL = re.compile(rf"\s*\[(?P<low>{_SIGNED}),\s*(?P<high>{_SIGNED})\]")
+CITATION = re.compile(r"(?P<comment><!--\s*record\s+(?P<spec>.*?)\s*-->)")
 ANY_CITATION = re.compile(r"<!--\s*record\b.*?-->", re.S)
-REGION = re.compile(r"<!--\s*(?:figures:\s*(?P<kind>[\w-]+)[^>]*?|(?P<end>/figures)\s*)-->")
+REGION = re.compile(r"<!--\s*(?:figures:\s*(?P<kind>[\w-]+)(?P<rest>[^>]*?)|(?P<end>/figures)\s*)-->")
 PER_SEED = re.compile(r"[*_]*\s*\((?P<list>[^()\n]*)\)")
 _SEED_VALUE = re.compile(rf"^[*_]*(?P<sign>[+\-−]?)(?P<value>{_NUMBER})[*_]*$")
+# what is written right before a citation: a per-seed list, or one number (with a unit)
+_BEFORE_LIST = re.compile(rf"(?P<figure>{_SIGNED}(?:\s*/\s*{_SIGNED})+)[*_]*\s*$")
+_BEFORE_VALUE = re.compile(rf"(?<![\w.@])(?P<figure>(?P<sign>[+\-−]?)(?P<value>{_NUMBER})(?P<unit>\s?[%×])?)[*_]*\s*$")
 LINE_START_MARKER = re.compile(r"^[ \t]*<!--\s*(?:record\b|figures:|/figures)[^\n]*?-->[ \t]*\S", re.M)
 # the first words of a page that `videotext benchmark report` writes (videotext.benchmark.table.write_page)
 GENERATED_PAGE = re.compile(r"^Generated by `videotext benchmark report ", re.M)
-_TERM = re.compile(r"^(?P<records>[\w.-]+/[\w.-]+)\s+(?P<key>[\w.-]+)$")
+_TERM = re.compile(r"^(?P<records>[\w.-]+/[\w.-]+?)(?:@(?P<seed>\d+))?\s+(?P<key>[\w.-]+)$")  # key: dotted, list indices
+# what reads as measured (besides "mean ± std"): a number with a unit, and in measured sections a decimal
+RATIO_OR_SHARE = re.compile(rf"(?<![\w.@^])(?:{_NUMBER})(?:\s?[–-]\s?(?:{_NUMBER}))?\s?(?:%(?!\s?(?:interval|confidence))|×(?!\s?\d))")
+DECIMAL = re.compile(r"(?<![\w.@§])(?<!= )(?<!=)\d+\.\d+(?![\w.])")  # "λ = 0.01" is a setting, "§3.4" a section
+NUMBER_TOKEN = re.compile(rf"(?<![\w.@])(?:{_NUMBER})")
+MEASURED_HEADING = re.compile(r"^(?P<level>#{2,6})\s+(?P<title>.*)$", re.M)
+MEASURED_TITLE = re.compile(r"our figures|measured|re-scored figures", re.I)
+_CELL_CHARS = re.compile(r"^[\d\s.,;/()\[\]±%×+\-−–=~*_ \u00a0\u202f]*$")
 
 
 @dataclass
 class Figure:
-    """One quoted figure: where it is, its text, and its citation (None when it has none)."""
+    """One cited or citable figure: where it is, its kind and text, its citation."""
 
-    start: int  # offset of the sign (or the mean) in the page
-    end: int  # offset after the std
-    sign: str
-    mean: str
-    std: str
+    start: int  # offset of the figure's first character (its sign)
+    end: int  # offset after its last
+    kind: str  # "mean_std" | "list" | "value"
+    text: str
     spec: str | None  # the citation's text, "synthetic/toco results.toco.t2v.R1[ - …]"
     region: str | None  # kind of the enclosing figures region
-    seeds: tuple[int, int, str] | None  # (start, end, text) of a per-seed list after the citation
+    seeds: tuple[int, int, str] | None = None  # (start, end, text) of a per-seed list after the citation
+    interval: tuple[int, int, str] | None = None  # (start, end, text) of "[lo, hi]" after a mean ± std
 
     @property
     def digits(self) -> int:
-        return len(self.mean.partition(".")[2])
+        number = FIGURE.match(self.text) if self.kind == "mean_std" else None
+        first = number.group("mean") if number else NUMBER_TOKEN.search(self.text).group(0)
+        return len(first.partition(".")[2])
+
+    @property
+    def covers(self) -> list[tuple[int, int]]:
+        spans = [(self.start, self.end)]
+        spans += [(part[0], part[1]) for part in (self.seeds, self.interval) if part is not None]
+        return spans
 
 
 def _separator(number: str) -> str:
@@ -98,10 +139,26 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def parse(text: str) -> tuple[list[Figure], list[tuple[int, str]]]:
-    """The figures of a page and its structural errors ((offset, message): unclosed, nested or
-    unknown regions, citations attached to no figure)."""
-    errors: list[tuple[int, str]] = []
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each span replaced by spaces (newlines kept): offsets stay valid."""
+    chars = list(text)
+    for start, end in spans:
+        for i in range(start, end):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return "".join(chars)
+
+
+def _unread(text: str) -> list[tuple[int, int]]:
+    """Spans that are not prose: fenced code blocks, inline code spans, HTML comments."""
+    spans = [m.span() for m in re.finditer(r"^```.*?^```[^\n]*$", text, re.S | re.M)]
+    rest = _blank(text, spans)
+    spans += [m.span() for m in re.finditer(r"`[^`\n]+`", rest)]
+    spans += [m.span() for m in re.finditer(r"<!--.*?-->", _blank(text, spans), re.S)]
+    return spans
+
+
+def _regions(text: str, errors: list[tuple[int, str]], repo: Path | None) -> list[tuple[int, int, str]]:
     regions: list[tuple[int, int, str]] = []
     open_at: tuple[int, str] | None = None
     for m in REGION.finditer(text):
@@ -115,34 +172,143 @@ def parse(text: str) -> tuple[list[Figure], list[tuple[int, str]]]:
         kind = m.group("kind")
         if kind not in REGION_KINDS:
             errors.append((m.start(), f"figures region of unknown kind {kind!r} (known: {', '.join(REGION_KINDS)})"))
+        if kind == "bench":
+            scripts = re.findall(r"(?<![\w/])[\w-]+/[\w./-]+\.py\b", m.group("rest") or "")
+            if not scripts:
+                errors.append((m.start(), "a bench region names its script(s): <!-- figures: bench bench/NAME.py -->"))
+            for script in scripts if repo is not None else []:
+                if not (repo / script).is_file():
+                    errors.append((m.start(), f"bench region: no script {script}"))
         if open_at is not None:
             errors.append((m.start(), "figures region opened inside another (close the first with <!-- /figures -->)"))
         open_at = (m.end(), kind)
     if open_at is not None:
         errors.append((open_at[0], f"figures region {open_at[1]!r} is never closed (<!-- /figures -->)"))
+    return regions
+
+
+def _cited_figure(text: str, cite: re.Match) -> Figure | None:
+    """The figure a citation follows (markup and spaces between them skipped), or None."""
+    line_start = text.rfind("\n", 0, cite.start()) + 1
+    before = text[line_start:cite.start()]
+    stripped = before.rstrip(" *_")
+    for m in reversed(list(FIGURE.finditer(stripped))):  # "mean ± std", then only an interval (or nothing)
+        rest = stripped[m.end():]
+        interval = INTERVAL.fullmatch(rest)
+        if rest.strip(" *_") and not interval:
+            break
+        figure = Figure(line_start + m.start(), line_start + m.end(), "mean_std", m.group(0), cite.group("spec"), None)
+        if interval:
+            at = line_start + m.end() + rest.index("[")
+            figure.interval = (at, line_start + m.end() + interval.end(), rest[rest.index("["):interval.end()])
+        return figure
+    m = _BEFORE_LIST.search(before)
+    if m:
+        return Figure(line_start + m.start("figure"), line_start + m.end("figure"), "list", m.group("figure"),
+                      cite.group("spec"), None)
+    m = _BEFORE_VALUE.search(before)
+    if m:
+        return Figure(line_start + m.start("figure"), line_start + m.end("figure"), "value", m.group("figure"),
+                      cite.group("spec"), None)
+    return None
+
+
+def _measured_sections(text: str) -> list[tuple[int, int]]:
+    """Spans of the sections whose heading says they report measurements."""
+    headings = list(MEASURED_HEADING.finditer(text))
+    spans = []
+    for i, h in enumerate(headings):
+        if not MEASURED_TITLE.search(h.group("title")):
+            continue
+        level = len(h.group("level"))
+        end = next((later.start() for later in headings[i + 1:] if len(later.group("level")) <= level), len(text))
+        spans.append((h.end(), end))
+    return spans
+
+
+RESULT_HEADER = re.compile(r"R@|\bR1\b|MdR|MnR|\bmean\b|±|\bseeds?\b|CPU|\bms\b|\bs\)|\btimes?\b|%|×|\bspeed"
+                           r"|\bratio\b|\brecall\b|BLEU|CIDEr|WER|\baccuracy\b|t2v|v2t|p→v|s→c|\bgain\b|−|\berrors\b"
+                           r"|\bprecision\b|\bmemory\b|\bMB\b|\bGB\b|\bthroughput\b|\bscores?\b|/s\b|\bfaster\b"
+                           r"|\bper (?:query|video|second|frame)\b|\bwall\b|\blatency\b|\bp50\b|\bp95\b", re.I)
+
+
+def _table_numbers(text: str) -> list[tuple[int, int]]:
+    """Every number in a body cell made only of numbers, in a Markdown table of results (one whose
+    header names a metric, a cost or a statistic; a table of settings is not)."""
+    out = []
+    lines = text.split("\n")
+    offset, previous_table_line = 0, False
+    header_next, results = True, False
+    for line in lines:
+        is_table = line.lstrip().startswith("|")
+        if is_table and not previous_table_line:
+            header_next = True
+        if is_table:
+            if header_next:
+                header_next = False
+                results = RESULT_HEADER.search(line) is not None
+            elif results and not re.fullmatch(r"\s*\|[\s:|-]*\|?\s*", line):
+                position = offset + line.index("|") + 1
+                for cell in line.strip().strip("|").split("|"):
+                    at = text.index(cell, position) if cell else position
+                    if re.search(r"\d", cell) and _CELL_CHARS.match(cell):
+                        out += [(at + m.start(), at + m.end()) for m in NUMBER_TOKEN.finditer(cell)]
+                    position = at + len(cell) + 1
+        previous_table_line = is_table
+        offset += len(line) + 1
+    return out
+
+
+def parse(text: str, repo: Path | None = None) -> tuple[list[Figure], list[tuple[int, str]]]:
+    """The figures of a page (every cited one, every uncited "mean ± std") and its errors
+    ((offset, message): regions unclosed, nested or of unknown kind, citations attached to no
+    figure, figures that read as measured with neither a citation nor a region)."""
+    errors: list[tuple[int, str]] = []
+    regions = _regions(text, errors, repo)
+
+    def region_at(offset: int) -> str | None:
+        return next((kind for start, end, kind in regions if start <= offset < end), None)
 
     for m in LINE_START_MARKER.finditer(text):
         errors.append((m.start(), "a line that starts with an HTML comment and goes on renders as raw HTML: "
                                   "move the marker after the text before it, or onto a line of its own"))
-
+    unread = _unread(text)
+    code = [(s, e) for s, e in unread if not text.startswith("<!--", s)]
+    prose = _blank(text, unread)  # what is read for figures: no code, no comments
     figures: list[Figure] = []
-    attached: set[int] = set()
-    for m in FIGURE.finditer(text):
-        cite = CITATION.match(text, m.end())
-        spec = seeds = None
-        if cite:
-            spec = cite.group("spec")
-            attached.add(cite.start("comment"))
+    for cite in CITATION.finditer(_blank(text, code)):
+        figure = _cited_figure(text, cite)
+        if figure is None:
+            errors.append((cite.start(), f"record citation follows no figure: {cite.group(0)}"))
+            continue
+        figure.region = region_at(figure.start)
+        if figure.kind == "mean_std":
             after = PER_SEED.match(text, cite.end())
             if after and all(_SEED_VALUE.match(v.strip()) for v in re.split(r"\s*/\s*|,\s*", after.group("list"))):
-                seeds = (after.start("list"), after.end("list"), after.group("list"))
-        region = next((kind for start, end, kind in regions if start <= m.start() < end), None)
-        figures.append(Figure(m.start(), m.end(), m.group("sign"), m.group("mean"), m.group("std"),
-                              spec, region, seeds))
-    for m in ANY_CITATION.finditer(text):
-        if m.start() not in attached:
-            errors.append((m.start(), f"record citation follows no 'mean ± std' figure: {m.group(0)}"))
-    return figures, errors
+                figure.seeds = (after.start("list"), after.end("list"), after.group("list"))
+        figures.append(figure)
+    covered = [span for f in figures for span in f.covers]
+
+    def is_covered(start: int, end: int) -> bool:
+        return region_at(start) is not None or any(s <= start and end <= e for s, e in covered)
+
+    for m in FIGURE.finditer(prose):
+        if not is_covered(m.start(), m.end()):
+            figures.append(Figure(m.start(), m.end(), "mean_std", m.group(0), None, None))
+    reported = {(f.start, f.end) for f in figures if f.spec is None}
+    loose: list[tuple[int, int, str]] = []
+    loose += [(m.start(), m.end(), "a ratio or share") for m in RATIO_OR_SHARE.finditer(prose)]
+    loose += [(s, e, "a number in a table of results") for s, e in _table_numbers(prose)]
+    for start, end in _measured_sections(prose):
+        loose += [(start + m.start(), start + m.end(), "a measured decimal")
+                  for m in DECIMAL.finditer(prose[start:end])]
+    flagged: list[tuple[int, int]] = list(reported)
+    for start, end, what in sorted(loose, key=lambda item: (item[0], -item[1])):
+        if is_covered(start, end) or any(s < end and start < e for s, e in flagged):
+            continue
+        flagged.append((start, end))
+        errors.append((start, f"{text[start:end]!r} ({what}) cites no record and sits in no figures region"))
+    return sorted(figures, key=lambda f: f.start), errors
 
 
 def _records(root: Path, records: str) -> list[tuple[int, dict[str, Any]]]:
@@ -157,58 +323,98 @@ def _records(root: Path, records: str) -> list[tuple[int, dict[str, Any]]]:
 def _per_seed(root: Path, term: str) -> dict[int, float]:
     m = _TERM.match(term.strip())
     if not m:
-        raise ValueError(f"expected '<benchmark>/<row> <dotted key>', got {term.strip()!r}")
+        raise ValueError(f"expected '<benchmark>/<row>[@seed] <dotted key>', got {term.strip()!r}")
     out = {}
     for seed, record in _records(root, m.group("records")):
+        if m.group("seed") is not None and seed != int(m.group("seed")):
+            continue
         node: Any = record
-        for part in m.group("key").split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise ValueError(f"{m.group('records')}/seed_{seed}.json has no key {m.group('key')!r}")
-            node = node[part]
+        try:
+            for part in m.group("key").split("."):
+                node = _node(node, part)
+        except KeyError:
+            raise ValueError(f"{m.group('records')}/seed_{seed}.json has no key {m.group('key')!r}") from None
         if isinstance(node, bool) or not isinstance(node, (int, float)):
             raise ValueError(f"{m.group('records')}/seed_{seed}.json: {m.group('key')} is not a number")
         out[seed] = float(node)
+    if not out:
+        raise ValueError(f"no record of seed {m.group('seed')} in {m.group('records')}")
     return out
 
 
 def resolve(spec: str, root: Path = RECORDS) -> dict[str, Any]:
-    """The figure a citation names: {"mean", "std", "n", "per_seed": {seed: value}}."""
-    terms = re.split(r"\s+-\s+", spec.strip())
-    if len(terms) == 1:
-        values = _per_seed(root, terms[0])
-        return {**aggregate_seeds([{"v": v} for v in values.values()])["v"], "per_seed": values}
-    if len(terms) == 2:
-        a, b = (_per_seed(root, t) for t in terms)
-        diff = paired_difference({s: {"v": v} for s, v in a.items()}, {s: {"v": v} for s, v in b.items()}, "v")
-        if diff is None:
-            raise ValueError(f"{spec!r}: the two sides share no seed")
-        return diff
-    raise ValueError(f"{spec!r}: expected one '<records> <key>' or two joined by ' - '")
+    """The figure a citation names: {"mean", "std", "n", "per_seed": {seed: value}, "paired",
+    "ci95" (None for one seed)}. Terms joined by " - " / " + " combine seed by seed over the
+    seeds they all have: "A - B" is the paired difference, "A - B - C + D" a difference of two
+    paired differences (A − B against C − D)."""
+    parts = re.split(r"\s+([+-])\s+", spec.strip())
+    terms, signs = parts[::2], [1.0] + [1.0 if op == "+" else -1.0 for op in parts[1::2]]
+    values = [_per_seed(root, t) for t in terms]
+    if len(values) == 1:
+        summary = aggregate_seeds([{"v": v} for v in values[0].values()])["v"]
+        return {**summary, "ci95": confidence_interval(summary["mean"], summary["std"], summary["n"]),
+                "per_seed": values[0], "paired": False}
+    seeds = sorted(set.intersection(*(set(v) for v in values)))
+    if not seeds:
+        raise ValueError(f"{spec!r}: its terms share no seed")
+    combined = {seed: sum(sign * v[seed] for sign, v in zip(signs, values)) for seed in seeds}
+    diff = paired_difference({s: {"v": v} for s, v in combined.items()}, {s: {"v": 0.0} for s in seeds}, "v")
+    return {**diff, "paired": True}
 
 
-def _expected(figure: Figure, value: dict[str, Any]) -> tuple[str, str | None]:
-    """(figure text, per-seed list text) as the page should print them, in the page's style."""
+def _node(node: Any, part: str) -> Any:
+    """One step of a dotted key: a dict's key, or a list's index (negative counts from the end)."""
+    if isinstance(node, dict) and part in node:
+        return node[part]
+    if isinstance(node, list) and re.fullmatch(r"-?\d+", part) and -len(node) <= int(part) < len(node):
+        return node[int(part)]
+    raise KeyError(part)
+
+
+def _seed_list(template: str, values: list[float]) -> str | None:
+    """`values` written in the style of `template` (a per-seed list: separators, signs, decimals,
+    markup); None when the counts differ."""
+    parts = re.split(r"(\s*/\s*|,\s*)", template)
+    if len(parts[::2]) != len(values):
+        return None
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(part)
+            continue
+        m = _SEED_VALUE.match(part.strip())
+        if m is None:
+            return None
+        lead, trail = part[: len(part) - len(part.lstrip())], part[len(part.rstrip()):]
+        marks = re.match(r"^[*_]*", part.strip()).group(0)
+        number = _signed(values[i // 2], len(m.group("value").partition(".")[2]), m.group("sign"),
+                         _separator(m.group("value")))
+        out.append(lead + marks + number + marks[::-1] + trail)
+    return "".join(out)
+
+
+def _expected(figure: Figure, value: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(figure text, per-seed list text, interval text) as the page should print them, in the
+    page's style; the figure text is None when it cannot be written so (a list of another length)."""
     digits = figure.digits
-    text = (_signed(value["mean"], digits, figure.sign, _separator(figure.mean)) + " ± "
-            + _format(value["std"], digits, _separator(figure.std)))
-    seeds = None
-    if figure.seeds is not None:
-        parts = re.split(r"(\s*/\s*|,\s*)", figure.seeds[2])
-        values = list(value["per_seed"].values())
-        if len(parts[::2]) == len(values):
-            out = []
-            for i, part in enumerate(parts):
-                if i % 2:
-                    out.append(part)
-                    continue
-                m = _SEED_VALUE.match(part.strip())
-                lead, trail = part[: len(part) - len(part.lstrip())], part[len(part.rstrip()):]
-                marks = re.match(r"^[*_]*", part.strip()).group(0)
-                number = _signed(values[i // 2], len(m.group("value").partition(".")[2]), m.group("sign"),
-                                 _separator(m.group("value")))
-                out.append(lead + marks + number + marks[::-1] + trail)
-            seeds = "".join(out)
-    return text, seeds
+    seeds = interval = None
+    if figure.kind == "mean_std":
+        m = FIGURE.match(figure.text)
+        text = (_signed(value["mean"], digits, m.group("sign"), _separator(m.group("mean"))) + " ± "
+                + _format(value["std"], digits, _separator(m.group("std"))))
+        if figure.seeds is not None:
+            seeds = _seed_list(figure.seeds[2], list(value["per_seed"].values()))
+        if figure.interval is not None and value.get("ci95") is not None:
+            low, high = value["ci95"]
+            parts = INTERVAL.match(figure.interval[2])
+            interval = "[" + ", ".join(_signed(v, len(p.lstrip("+-−").partition(".")[2]), p[0] if p[0] in "+-−" else "+")
+                                       for v, p in ((low, parts.group("low")), (high, parts.group("high")))) + "]"
+    elif figure.kind == "list":
+        text = _seed_list(figure.text, list(value["per_seed"].values()))
+    else:
+        m = _BEFORE_VALUE.search(figure.text)
+        text = _signed(value["mean"], digits, m.group("sign"), _separator(m.group("value"))) + (m.group("unit") or "")
+    return text, seeds, interval
 
 
 def _same(written: str, expected: str) -> bool:
@@ -218,10 +424,11 @@ def _same(written: str, expected: str) -> bool:
     return norm(written) == norm(expected)
 
 
-def check(text: str, root: Path = RECORDS, name: str = "page") -> list[str]:
-    """Every error of a page: a figure that differs from its record, a figure with neither a
-    citation nor a region, a citation that resolves to nothing, a malformed region."""
-    figures, structure = parse(text)
+def check(text: str, root: Path = RECORDS, name: str = "page", repo: Path | None = None) -> list[str]:
+    """Every error of a page: a figure that differs from its record, a paired "mean ± std"
+    without its 95 % interval, a figure that reads as measured with neither a citation nor a
+    region, a citation that resolves to nothing, a malformed region."""
+    figures, structure = parse(text, repo)
     errors = [f"{name}:{_line_of(text, at)}: {message}" for at, message in structure]
     for fig in figures:
         written = text[fig.start:fig.end]
@@ -229,35 +436,55 @@ def check(text: str, root: Path = RECORDS, name: str = "page") -> list[str]:
         if fig.spec is None:
             if fig.region is None:
                 errors.append(f"{where} cites no record (add <!-- record <benchmark>/<row> <key> --> after it, "
-                              "or put it in a <!-- figures: paper|unrecorded --> region)")
+                              "or put it in a <!-- figures: paper|unrecorded|bench|setting … --> region)")
             continue
         try:
             value = resolve(fig.spec, root)
         except (ValueError, OSError) as exc:
             errors.append(f"{where}: {exc}")
             continue
-        expected, seeds = _expected(fig, value)
-        if not _same(written, expected):
+        expected, seeds, interval = _expected(fig, value)
+        if expected is None:
+            errors.append(f"{where}: not one value per seed of its record ({len(value['per_seed'])})")
+        elif not _same(written, expected):
             errors.append(f"{where} but its record ({fig.spec}) gives {expected!r}")
         if fig.seeds is not None and seeds is None:
             errors.append(f"{where}: the numbers after it ({fig.seeds[2]}) are not one per seed of its record "
                           f"({len(value['per_seed'])})")
         elif fig.seeds is not None and not _same(fig.seeds[2], seeds):
             errors.append(f"{where}: per-seed ({fig.seeds[2]}) but its record gives ({seeds})")
+        if fig.kind == "mean_std" and value["paired"] and value.get("ci95") is not None and fig.interval is None:
+            errors.append(f"{where}: a paired difference carries its 95 % interval: write "
+                          f"[{', '.join(_signed(v, fig.digits, '+') for v in value['ci95'])}] after it "
+                          "(python -m videotext.benchmark.figures writes it)")
+        elif fig.interval is not None and interval is not None and not _same(fig.interval[2], interval):
+            errors.append(f"{where}: interval {fig.interval[2]} but its record gives {interval}")
     return errors
 
 
 def update(text: str, root: Path = RECORDS) -> str:
-    """The page with every cited figure (and its per-seed list) rewritten from its record."""
+    """The page with every cited figure (its per-seed list and interval too) rewritten from its
+    record; a cited paired "mean ± std" without its 95 % interval gets one."""
     figures, _ = parse(text)
     edits: list[tuple[int, int, str]] = []
     for fig in figures:
         if fig.spec is None:
             continue
-        expected, seeds = _expected(fig, resolve(fig.spec, root))
-        edits.append((fig.start, fig.end, expected))
+        value = resolve(fig.spec, root)
+        if fig.kind == "mean_std" and fig.interval is None and value["paired"] and value.get("ci95") is not None:
+            zero = f"+{0:.{fig.digits}f}"
+            fig.interval = (fig.end, fig.end, f"[{zero}, {zero}]")  # a template: the figure's digits
+            expected, seeds, interval = _expected(fig, value)
+            edits.append((fig.end, fig.end, " " + interval))
+            fig.interval = None
+        else:
+            expected, seeds, interval = _expected(fig, value)
+        if expected is not None:
+            edits.append((fig.start, fig.end, expected))
         if fig.seeds is not None and seeds is not None:
             edits.append((fig.seeds[0], fig.seeds[1], seeds))
+        if fig.interval is not None and interval is not None:
+            edits.append((fig.interval[0], fig.interval[1], interval))
     for start, end, new in sorted(edits, reverse=True):
         text = text[:start] + new + text[end:]
     return text
@@ -293,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
                 page.write_text(new, encoding="utf-8")
                 print(f"rewrote figures in {page}")
                 text = new
-        errors += check(text, args.records, str(page))
+        errors += check(text, args.records, str(page), Path("."))
     print("\n".join(errors) if errors else "every figure matches its record", file=sys.stderr if errors else sys.stdout)
     return 1 if errors else 0
 

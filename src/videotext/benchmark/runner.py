@@ -16,18 +16,21 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
 
 from videotext.benchmark.definition import BenchmarkDef, DataDef, RowDef
 from videotext.config import ConfigError, load_config, parse_value
 from videotext.digests import read_verified
-from videotext.errors import DataFormatError
+from videotext.errors import DataFormatError, VideoTextError
 from videotext.data.experts import extract_features
+from videotext.data.loaders import epoch_length
 from videotext.data.schema import VideoTextDataset
 from videotext.data.synthetic import synthesize
 from videotext.data.synthetic.sharing import batch_event_sharing
@@ -38,7 +41,7 @@ from videotext.eval.rescore import rescore as rescore_matrix
 from videotext.eval.relevance import dataset_caption_relevance
 from videotext.io import append_json_line, process_alive, write_json
 from videotext.train.schedules import depends_on_budget
-from videotext.train.trainer import Trainer, read_metrics_log
+from videotext.train.trainer import Trainer, metric_value, read_metrics_log
 
 log = logging.getLogger(__name__)
 
@@ -203,10 +206,54 @@ def time_inference(method: Any, dataset: VideoTextDataset, read_features: Any, d
     return timing
 
 
-def validation_curve(run: Path) -> list[list[float]]:
-    """[epoch, val t2v R@1] of every validation of the run, in order."""
-    return [[float(e["epoch"]), float(e["t2v"]["R1"])] for e in read_metrics_log(run)
-            if e.get("kind") == "val" and isinstance(e.get("t2v"), dict)]
+def validation_curve(run: Path, metric: str = "t2v.R1") -> list[list[float]]:
+    """[epoch, val `metric`] of every validation of the run, in order (a dotted key, as
+    `train.select_metric`)."""
+    curve = []
+    for entry in read_metrics_log(run):
+        if entry.get("kind") != "val":
+            continue
+        try:
+            curve.append([float(entry["epoch"]), metric_value(entry, metric)])
+        except VideoTextError:
+            continue
+    return curve
+
+
+TRAIN_LOG_SKIP = ("step", "epoch", "lr", "train_s", "train_cpu_s")
+
+
+def train_log_summary(run: Path, steps_per_epoch: int) -> dict[str, dict[str, float]]:
+    """Median of every numeric training-log value (the loss parts, a method's diagnostics such as
+    Support-set's gradient norms) over the first epoch, the whole run and the last epoch, with the
+    number of logged steps: {"first_epoch" | "all" | "last_epoch": {key: median}, "steps": {...}}."""
+    lines = [e for e in read_metrics_log(run) if e.get("kind") == "train"]
+    if not lines:
+        return {}
+    last_step = max(int(e["step"]) for e in lines)
+    spans = {"first_epoch": lambda step: step <= steps_per_epoch,
+             "all": lambda step: True,
+             "last_epoch": lambda step: step > last_step - steps_per_epoch}
+    out: dict[str, dict[str, float]] = {"steps": {}}
+    for span, inside in spans.items():
+        chosen = [e for e in lines if inside(int(e["step"]))]
+        keys = sorted({k for e in chosen for k, v in e.items() if k not in TRAIN_LOG_SKIP and k != "kind"
+                       and isinstance(v, (int, float)) and not isinstance(v, bool)})
+        out[span] = {k: float(np.median([e[k] for e in chosen if k in e])) for k in keys}
+        out["steps"][span] = len(chosen)
+    return out
+
+
+def rule_overrides(bench: BenchmarkDef, row_config: Any) -> list[str]:
+    """The training-length rule as early stopping (`bench.training`), for a row whose lr schedule
+    does not depend on its budget and whose config sets no patience of its own; none otherwise
+    (a cosine or linear decay trains to its cap; COOT keeps §4's patience)."""
+    if depends_on_budget(row_config.schedule) or row_config.train.early_stop_patience > 0:
+        return []
+    rule = bench.training
+    validations = math.ceil(rule.patience_epochs / max(row_config.train.eval_every, 1))
+    return [f"train.early_stop_patience={validations}", f"train.early_stop_min_delta={rule.min_delta}",
+            f"train.early_stop_metric={rule.metric}"]
 
 
 def _test_metrics(result: dict[str, Any]) -> dict[str, Any]:
@@ -260,8 +307,8 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
     data = bench.row_data(row)
     experts = list(row_config.data.experts)
     manifest, features = prepare_data(data, experts, data_root, progress)
-    overrides = [*row.set, *bench.set, f"data.manifest={manifest.resolve()}", f"train.seed={seed}", f"train.epochs={budget}",
-                 f"train.threads={bench.row_threads(row)}", f"out_dir={folder}"]
+    overrides = [*rule_overrides(bench, row_config), *row.set, *bench.set, f"data.manifest={manifest.resolve()}",
+                 f"train.seed={seed}", f"train.epochs={budget}", f"train.threads={bench.row_threads(row)}", f"out_dir={folder}"]
     if experts:
         overrides.append(f"data.features={features.resolve()}")
     config = load_config(row.config, overrides)
@@ -289,17 +336,26 @@ def run_one(bench: BenchmarkDef, row: RowDef, seed: int, out: Path, data_root: P
             rescored[extra.name] = {"rescore": extra.rescore, **{k: evaluated[k] for k in ("labels", "uses", "settings")}}
             inference[extra.name] = time_inference(method, test_set, features_reader, device, extra.rescore, querybank)
     params = list(method.parameters())
+    steps_per_epoch = -(-epoch_length(trainer.batches, 0) // config.train.accumulate)  # optimizer steps
+    best_epoch = next((float(e["epoch"]) for e in read_metrics_log(folder)
+                       if e.get("kind") == "val" and e.get("step") == test.get("best_step")), None)
+    train = config.train
     record = {
         "benchmark": bench.name, "row": row.name, "seed": seed, "config": row.config, "set": list(row.set),
         "epochs": budget, "epochs_defined": row.epochs, "threads": bench.row_threads(row),
-        "select_metric": config.train.select_metric, "best_step": test.get("best_step"),
+        "select_metric": config.train.select_metric, "best_step": test.get("best_step"), "best_epoch": best_epoch,
         "data": {"folder": data.folder_name(), "shared_events": data.shared_events,
                  **data_summary(trainer.data.dataset, config.data.train_split, bench.batch_sharing_sizes)},
         "results": results, "inference": inference, **({"rescored": rescored} if rescored else {}),
         "parameters": sum(p.numel() for p in params),
         "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
         "train_cpu_s": float(trainer.state.get("train_cpu_s", 0.0)), "train_s": float(trainer.state.get("train_s", 0.0)),
-        "val_curve": validation_curve(folder), "last_session_wall_s": time.time() - started,
+        "text_cache_cpu_s": float(trainer.state.get("text_cache_cpu_s", 0.0)),
+        "val_curve": validation_curve(folder), "val_select_curve": validation_curve(folder, train.select_metric),
+        "steps_per_epoch": steps_per_epoch,
+        "early_stop": {"patience": train.early_stop_patience, "min_delta": train.early_stop_min_delta,
+                       "metric": train.early_stop_metric or train.select_metric},
+        "train_log": train_log_summary(folder, steps_per_epoch), "last_session_wall_s": time.time() - started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_json(record_file, record, way_back=RECORD_WAY_BACK)

@@ -11,6 +11,7 @@ CPU-seconds.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,16 @@ import yaml
 
 from videotext.benchmark.definition import BenchmarkDef, RowDef
 from videotext.benchmark.runner import LOCK, plan, read_record, record_path, run_dir
-from videotext.eval.compare import paired_difference
+from videotext.config import load_config
+from videotext.eval.compare import interval_text, paired_difference
 from videotext.eval.rescore import RESCORERS
 from videotext.eval.report.html import cell
 from videotext.eval.report.plots import new_figure, save_figure
 from videotext.eval.retrieval import aggregate_seeds
 from videotext.io import atomic_open, process_alive
+from videotext.train.stopping import still_rising
 from videotext.train.trainer import read_metrics_log
 
-FLAT_POINTS = 1.0  # a validation curve is flat when its fitted change over the last fifth is below this (R@1 points)
 METRICS = (("t2v", "R1"), ("t2v", "R5"), ("t2v", "MdR"), ("v2t", "R1"), ("v2t", "R5"), ("v2t", "MdR"))
 
 
@@ -42,25 +44,61 @@ def load_records(bench: BenchmarkDef, results: Path) -> dict[str, dict[int, dict
     return found
 
 
-def last_fifth_change(curve: list[list[float]], epochs: float) -> float | None:
-    """Fitted change of validation t2v R@1 over the last fifth of the epochs (least squares
-    line through the validations after 80 % of training, times a fifth of the budget). A short
-    run with fewer than two validations there (5 epochs, one validation each) is fitted through
-    its last two validations; None with fewer than two validations in all."""
-    points = np.array([p for p in curve if p[0] > 0.8 * epochs + 1e-9], dtype=np.float64)
-    if len(points) < 2:
-        points = np.array(curve[-2:], dtype=np.float64)
-        if len(points) < 2:
-            return None
-    slope = np.polyfit(points[:, 0], points[:, 1], 1)[0]
-    return float(slope * epochs / 5)
-
-
 def trained_epochs(record: dict[str, Any]) -> float:
     """Epochs the run trained: its budget, or the last validation's epoch where early stopping
     (`train.early_stop_patience`) ended it sooner."""
     curve = record["val_curve"]
     return min(float(record["epochs"]), curve[-1][0]) if curve else float(record["epochs"])
+
+
+def training_cpu_s(record: dict[str, Any]) -> float:
+    """Training CPU-seconds of a run: its steps (`train_cpu_s`) and, in records that keep it apart,
+    filling its frozen text caches before the first step (`text_cache_cpu_s`), which earlier runs
+    did inside their steps."""
+    return float(record["train_cpu_s"]) + float(record.get("text_cache_cpu_s", 0.0))
+
+
+def rule_curve(bench: BenchmarkDef, record: dict[str, Any]) -> list[list[float]]:
+    """The validation curve the training-length rule reads (`bench.training.metric`): `val_curve`
+    (t2v R@1, in every record), or the selection curve where that is the rule's metric."""
+    metric = bench.training.metric
+    if metric == "t2v.R1":
+        return record["val_curve"]
+    if record.get("select_metric") == metric and "val_select_curve" in record:
+        return record["val_select_curve"]
+    raise ValueError(f"training.metric {metric!r}: the record of {record.get('row')} seed {record.get('seed')} "
+                     "has no such validation curve (t2v.R1, or its selection metric)")
+
+
+def _steps_per_epoch(bench: BenchmarkDef, row: RowDef, record: dict[str, Any]) -> int:
+    """Optimizer steps per epoch: the record's, or (records made before it was kept) its row's
+    batch size and accumulation over the training videos the record counts."""
+    if record.get("steps_per_epoch"):
+        return int(record["steps_per_epoch"])
+    train = load_config(row.config, [*row.set, *bench.set]).train
+    batches = math.ceil(record["data"]["splits"]["train"] / train.batch_size)
+    return math.ceil(batches / train.accumulate)
+
+
+def best_epoch(bench: BenchmarkDef, row: RowDef, record: dict[str, Any]) -> float | None:
+    """The validation epoch of the selected checkpoint (`best_step` on the record's curve); None
+    where that step is no validation of the curve."""
+    if record.get("best_epoch") is not None:
+        return float(record["best_epoch"])
+    if record.get("best_step") is None:
+        return None
+    epoch = record["best_step"] / _steps_per_epoch(bench, row, record)
+    return float(epoch) if any(abs(e - epoch) < 1e-9 for e, _ in record["val_curve"]) else None
+
+
+def seed_rule(bench: BenchmarkDef, row: RowDef, record: dict[str, Any]) -> dict[str, Any]:
+    """One run against the training-length rule: epochs trained, best validation epoch, whether
+    early stopping ended it before its cap, whether it reached the cap still rising."""
+    rule = bench.training
+    run = trained_epochs(record)
+    return {"run": run, "best": best_epoch(bench, row, record), "stopped": run < float(record["epochs"]),
+            "rising": still_rising(rule_curve(bench, record), float(record["epochs"]), rule.patience_epochs,
+                                   rule.min_delta)}
 
 
 def _line_owner(bench: BenchmarkDef, name: str) -> RowDef:
@@ -82,18 +120,14 @@ def line_stats(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]
     if not runs:
         return {"n": 0}
     per_seed = {seed: r["results"][name] for seed, r in runs.items()}
-    changes = {seed: last_fifth_change(r["val_curve"], trained_epochs(r)) for seed, r in runs.items()}
-    changes = {seed: c for seed, c in changes.items() if c is not None}
     inference = aggregate_seeds([r["inference"][name] for r in runs.values()])
     return {
         "n": len(runs), "seeds": sorted(runs), "per_seed": per_seed, "metrics": aggregate_seeds(list(per_seed.values())),
         "epochs": sorted({r["epochs"] for r in runs.values()}),
-        "change": aggregate_seeds([{"c": c} for c in changes.values()])["c"] if changes else None,
-        "change_per_seed": changes,
-        "stopped_at": {seed: trained_epochs(r) for seed, r in sorted(runs.items()) if trained_epochs(r) < r["epochs"]},
+        "rule": {seed: seed_rule(bench, row, r) for seed, r in sorted(runs.items())},
         "parameters": next(iter(runs.values()))["parameters"],
         "trainable": next(iter(runs.values()))["trainable_parameters"],
-        "train_cpu_s": aggregate_seeds([{"s": r["train_cpu_s"]} for r in runs.values()])["s"],
+        "train_cpu_s": aggregate_seeds([{"s": training_cpu_s(r)} for r in runs.values()])["s"],
         "threads": sorted({r.get("threads", bench.threads) for r in runs.values()}),
         "inference": inference,
     }
@@ -108,11 +142,23 @@ def _metric_cell(stats: dict[str, Any], direction: str, metric: str) -> str:
     return cell(value, 1 if metric != "MdR" else 1)
 
 
-def _epochs_cell(stats: dict[str, Any]) -> str:
-    """The budget, and the epoch each early-stopped seed ended at (`train.early_stop_patience`)."""
-    budget = "/".join(map(str, stats["epochs"]))
-    stopped = stats["stopped_at"]
-    return budget + (f" (stopped early: {', '.join(f'seed {s} at {e:g}' for s, e in stopped.items())})" if stopped else "")
+def _epochs_cells(stats: dict[str, Any]) -> list[str]:
+    """Cap, epochs run, best validation epoch (per seed where they differ) and whether a seed
+    reached its cap still rising (`seed_rule`)."""
+    rule = stats["rule"]
+    runs = [r["run"] for r in rule.values()]
+    cap = "/".join(map(str, stats["epochs"]))
+    run = cap if all(r == float(e) for r, e in zip(runs, stats["epochs"] * len(runs))) and len(stats["epochs"]) == 1 \
+        else " / ".join(f"{r:g}" for r in runs)
+    best = " / ".join("?" if r["best"] is None else f"{r['best']:g}" for r in rule.values())
+    rising = [seed for seed, r in rule.items() if r["rising"]]
+    rising_cell = "no" if not rising else (f"**yes** ({len(rising)} of {len(rule)})" if len(rising) == len(rule)
+                                          else f"**yes**: seed{'s' if len(rising) > 1 else ''} {', '.join(map(str, rising))}")
+    return [cap, run, best, rising_cell]
+
+
+def _rising(stats: dict[str, Any]) -> bool:
+    return any(r["rising"] for r in stats.get("rule", {}).values())
 
 
 def _cpu_cell(bench: BenchmarkDef, stats: dict[str, Any]) -> str:
@@ -141,9 +187,9 @@ def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any
     table = next(t for t in bench.tables if t.id == table_id)
     names = bench.table_lines(table_id)
     baseline = line_stats(bench, records, table.baseline)
-    head = ["row", "seeds", "epochs", "val Δ last fifth", "t2v R@1", "t2v R@5", "t2v MdR", "v2t R@1", "v2t R@5",
-            "v2t MdR", f"t2v R@1 − {table.baseline} (paired)", *table.extra_metrics, "params (trainable)",
-            "train CPU-s", "ms / query", "ms / video"]
+    head = ["row", "seeds", "cap", "epochs run", "best val epoch", "rising at cap", "t2v R@1", "t2v R@5", "t2v MdR",
+            "v2t R@1", "v2t R@5", "v2t MdR", f"t2v R@1 − {table.baseline} (paired, 95 % interval)",
+            *table.extra_metrics, "params (trainable)", "train CPU-s", "ms / query", "ms / video"]
     lines = [f"## {table.title}", ""]
     if table.notes:
         lines += [table.notes.strip(), ""]
@@ -162,22 +208,26 @@ def render_table(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any
         else:
             diff = paired_difference({s: m["t2v"] for s, m in stats["per_seed"].items()},
                                      {s: m["t2v"] for s, m in reference["per_seed"].items()}, "R1")
-            paired = "–" if diff is None else f"{cell(diff)} ({', '.join(f'{d:+.1f}' for d in diff['per_seed'].values())})"
+            paired = "–" if diff is None else paired_text(diff)
+            if diff is not None and (_rising(stats) or _rising(reference)):
+                paired += " †"
             if against != table.baseline:
                 paired += f" vs {against}"
-        change = stats["change"]
-        change_cell = "–" if change is None else (
-            f"{change['mean']:+.1f}" + ("" if abs(change["mean"]) < FLAT_POINTS else " (not flat)")
-            + (f" ({', '.join(f'{c:+.1f}' for _, c in sorted(stats['change_per_seed'].items()))})"
-               if len(stats["change_per_seed"]) > 1 else ""))
         extras = [_extra_cell(stats, key) for key in table.extra_metrics]
         lines.append("| " + " | ".join([
-            label, f"{stats['n']} of {len(bench.seeds)}", _epochs_cell(stats), change_cell,
+            label, f"{stats['n']} of {len(bench.seeds)}", *_epochs_cells(stats),
             *[_metric_cell(stats, d, m) for d, m in METRICS], paired, *extras,
             f"{_millions(stats['parameters'])} ({_millions(stats['trainable'])})",
             _cpu_cell(bench, stats), cell(stats["inference"]["query_cpu_ms"], 2),
             cell(stats["inference"]["video_cpu_ms"], 2)]) + " |")
     return lines + [""]
+
+
+def paired_text(diff: dict[str, Any]) -> str:
+    """`+6.1 ± 1.0 [+3.6, +8.6] (+7.0, +6.2, +5.1)`: a paired difference, its 95 % interval
+    (`confidence_interval`) and each seed's difference."""
+    interval = interval_text(diff.get("ci95"))
+    return f"{cell(diff)}{' ' + interval if interval else ''} ({', '.join(f'{d:+.1f}' for d in diff['per_seed'].values())})"
 
 
 def plot_cost(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]], path: Path) -> bool:
@@ -229,7 +279,7 @@ def run_status(bench: BenchmarkDef, out: Path, results: Path) -> list[str]:
 
 def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
     any_record = next((r for runs in records.values() for r in runs.values()), None)
-    data = bench.data
+    data, rule = bench.data, bench.training
     own_threads = [r for r in bench.rows if bench.row_threads(r) != bench.threads]
     lines = ["## Set-up (the same for every row unless stated)", "",
              f"- Data: the synthetic set of `videotext synth` ({data.videos} videos, seed {data.seed}, splits "
@@ -246,15 +296,26 @@ def _setup(bench: BenchmarkDef, records: dict[str, dict[int, dict[str, Any]]]) -
               + (", except " + ", ".join(f"`{r.name}` ({bench.row_threads(r)}; its CPU-seconds and CPU-milliseconds count every thread)"
                                          for r in own_threads) if own_threads else "")
               + ". *train CPU-s*: the trainer's own clock "
-              "(`train_cpu_s`: data loading, forward, backward, step; validation excluded).",
+              "(`train_cpu_s`: data loading, forward, backward, step; validation excluded), plus, in records "
+              "that keep it apart (`text_cache_cpu_s`), filling the frozen text models' caches before the first "
+              "step, which earlier runs did inside their steps at fp32 and current ones do at the method's "
+              "inference precision (bf16 for MiniLM on this CPU).",
               "- *ms / query*: CPU milliseconds to encode one test caption (frozen text models' caches emptied) and "
               "score it against every test video; *ms / video*: CPU milliseconds to encode one test video from its "
               "stored features (from decoded frames for pixel models); feature extraction is not counted.",
-              "- *epochs*: the budget; where early stopping (`train.early_stop_patience`) ended a seed sooner, "
-              "the epoch it stopped at is in brackets.",
-              f"- *val Δ last fifth*: the least-squares change of validation t2v R@1 over the last fifth of the "
-              f"epochs trained (fewer than the budget where early stopping ended the run; through the last two validations where "
-              f"fewer than two lie in it), mean over seeds (each seed's in brackets); *(not flat)* marks |mean Δ| ≥ {FLAT_POINTS:g} point.",
+              f"- Training length, one rule for every row (`training` in the definition, `videotext.train.stopping`): "
+              f"a row's epoch budget is its *cap*; a run has settled once {rule.patience_epochs} epochs of validation "
+              f"passed without an improvement of validation {rule.metric} by more than {rule.min_delta:g} point"
+              f"{'s' if rule.min_delta != 1 else ''} on the last validation that improved. Early stopping by the rule "
+              "ends a run whose lr schedule does not depend on its budget (where its config sets no patience of its own: "
+              "COOT keeps §4's 15 epochs); a run whose lr decays to 0 over its cap (cosine, linear) trains to the cap. "
+              "*epochs run*: per seed where it is not the cap; *best val epoch*: the validation that selected each seed's "
+              "checkpoint; *rising at cap*: a seed that reached its cap with an improvement in its last "
+              f"{rule.patience_epochs} epochs, i.e. still rising: its row is marked, and every paired difference with it "
+              "carries †; the cure is a new run with a larger cap.",
+              "- *Paired differences*: seed by seed over the seeds both lines have, mean ± std, the 95 % interval "
+              "of the mean (mean ± t · std / √n; t = 4.30 for 3 seeds) and each seed's difference. An interval that "
+              "holds 0 does not tell the two lines apart.",
               "- *params*: all parameters of the method, frozen text models included; trainable ones in brackets."]
     rescored = sorted({e.rescore for r in bench.rows for e in r.evals if e.rescore})
     if rescored:
@@ -301,7 +362,7 @@ def write_page(bench: BenchmarkDef, out: Path, page: Path, command: str, results
         lines += [f"| `{folder}` | " + " | ".join(str(values.get(str(b), "–")) for b in bench.batch_sharing_sizes) + " |"
                   for folder, values in sorted(sharing.items())]
         lines.append("")
-    finished = [f"- `{row.name}` seed {seed}: {r['epochs']} epochs, {r['train_cpu_s']:.0f} training CPU-s, "
+    finished = [f"- `{row.name}` seed {seed}: {r['epochs']} epochs, {training_cpu_s(r):.0f} training CPU-s, "
                 f"{r['train_s']:.0f} s training wall time, finished {r['finished']}"
                 for row, seed in plan(bench) if (r := records.get(row.name, {}).get(seed))]
     status = run_status(bench, out, results)

@@ -54,26 +54,88 @@ def run_metrics(run_dir: str | Path, direction: str = "t2v") -> dict[str, Any]:
                          "(is the run finished?)")
 
 
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b), by its continued fraction (Lentz)."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
+        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    value = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            value *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * value
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The `p` quantile of Student's t with `df` degrees of freedom (0.975, 2 → 4.303), by
+    bisection on its CDF: what a paired 95 % interval over n seeds multiplies std / √n by."""
+    if not 0.0 < p < 1.0 or df < 1:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df ≥ 1, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+
+    def cdf(t: float) -> float:
+        return 1.0 - 0.5 * _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if cdf(middle) < p else (low, middle)
+    return (low + high) / 2.0
+
+
+def confidence_interval(mean: float, std: float, n: int, level: float = 0.95) -> tuple[float, float] | None:
+    """The two-sided `level` interval of a mean over n paired differences, mean ± t · std / √n
+    (n = 3: t = 4.30); None for fewer than 2."""
+    if n < 2:
+        return None
+    half = t_quantile(0.5 + level / 2.0, n - 1) * std / math.sqrt(n)
+    return mean - half, mean + half
+
+
 def paired_difference(row: dict[int, dict[str, Any]], baseline: dict[int, dict[str, Any]],
                       metric: str) -> dict[str, Any] | None:
     """`metric` of row − baseline, seed by seed over the seeds both have: {"mean", "std", "n",
-    "per_seed": {seed: difference}}; None when they share no seed. Pairing removes what a seed
-    does to both (its split-independent initialisation and batch order), so the spread of the
-    difference is what tells two methods apart, not the two rows' own spreads."""
+    "ci95": (low, high) or None, "per_seed": {seed: difference}}; None when they share no seed.
+    Pairing removes what a seed does to both (its split-independent initialisation and batch
+    order), so the spread of the difference is what tells two methods apart, not the two rows'
+    own spreads; an interval that holds 0 does not tell them apart."""
     seeds = sorted(set(row) & set(baseline))
     if not seeds:
         return None
     per_seed = {seed: float(_mean_std(row[seed][metric])[0]) - float(_mean_std(baseline[seed][metric])[0])
                 for seed in seeds}
     summary = aggregate_seeds([{"d": d} for d in per_seed.values()])["d"]
-    return {**summary, "per_seed": per_seed}
+    return {**summary, "ci95": confidence_interval(summary["mean"], summary["std"], summary["n"]), "per_seed": per_seed}
+
+
+def interval_text(interval: tuple[float, float] | None, digits: int = 1) -> str:
+    """`[−4.2, +9.8]`: a paired interval as the pages print it ("" for none)."""
+    if interval is None:
+        return ""
+    return "[" + ", ".join(f"{v:+.{digits}f}".replace("-", "−") for v in interval) + "]"
 
 
 def _paired_cell(paired: dict[str, Any] | None) -> str:
     if paired is None:
         return "–"
     signs = ", ".join(f"{d:+.1f}" for d in paired["per_seed"].values())
-    return f"{cell(paired)} ({signs})"
+    interval = interval_text(paired.get("ci95"))
+    return f"{cell(paired)}{' ' + interval if interval else ''} ({signs})"
 
 
 def _mean_std(value: Any) -> tuple[float, float]:

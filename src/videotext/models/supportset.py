@@ -64,7 +64,8 @@ class SupportSetConfig:
     detach_attention: bool = False  # control: W (eq. 3) from detached c_t / c_v, so captioning sends no gradient
     # into the embeddings through the attention (the paper lets it through)
     detach_memory: bool = False  # control: e_v detached for the decoder (no caption gradient into Ψ' / expert_norms)
-    diagnose: bool = False  # log per step the gradient norm each loss sends into the video and text heads (slower)
+    diagnose: bool = False  # log the gradient each loss sends into the video and text heads: norms, ratio, cosine (slower)
+    diagnose_every: int = 1  # diagnose every N-th training step (train.log_every logs every 10th)
     temperature: float = 0.1  # T of eq. 3 (not given in the paper; ours) on cosine similarities
     support_size: int = 0  # support set = blocks of this many batch samples; 0 = the whole batch (Table 1e)
     caption_memory: str = "features"  # features: e_v = Ψ'(v) (eq. 3) | sequence: the video head's output
@@ -230,7 +231,7 @@ class SupportSet(Method):
             caption = self.decoder.nll(targets, memory, memory_mask)
             weight = self.caption_lambda(parts["loss"], caption)
             out.update(caption=caption, caption_lambda=torch.tensor(weight), caption_weighted=weight * caption)
-            if cfg.diagnose and torch.is_grad_enabled():
+            if cfg.diagnose and torch.is_grad_enabled() and self._diagnose_now():
                 out.update(self.gradient_norms({"contrast": parts["loss"], "caption": weight * caption}))
             out["loss"] = out["loss"] + weight * caption
         return out
@@ -247,17 +248,38 @@ class SupportSet(Method):
             self.balanced_weight.fill_(max(ratio, 1e-8) * cfg.caption_weight / 10.0)
         return float(self.balanced_weight) or cfg.caption_weight
 
+    def _diagnose_now(self) -> bool:
+        """Every `diagnose_every`-th training call (a step, without accumulation), counted from the
+        process start: with diagnose_every = train.log_every, the diagnosed steps are the logged ones."""
+        self._diagnose_calls = getattr(self, "_diagnose_calls", 0) + 1
+        return self._diagnose_calls % max(self.config.diagnose_every, 1) == 0
+
     def gradient_norms(self, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The L2 norm of the gradient each loss alone sends into the video head and the text head
-        (the networks that make c_v and c_t): `grad_video_<loss>`, `grad_text_<loss>`."""
+        """The gradient each loss alone sends into the video head and the text head (the networks
+        that make c_v and c_t): its L2 norm `grad_<head>_<loss>`; with exactly two losses (a, b) also
+        their ratio `grad_<head>_ratio` = |∇b| / |∇a| (size) and cosine `grad_<head>_cosine` (direction:
+        below 0, b pulls the head against a)."""
         heads = {"video": [p for p in self.video_head.parameters() if p.requires_grad],
                  "text": [p for p in self.text_head.parameters() if p.requires_grad]}
-        out = {}
+        params = [p for group in heads.values() for p in group]
+        out: dict[str, torch.Tensor] = {}
+        flat: dict[tuple[str, str], torch.Tensor] = {}
         for name, loss in losses.items():
-            for head, params in heads.items():
-                grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
-                squares = [g.detach().float().pow(2).sum() for g in grads if g is not None]
-                out[f"grad_{head}_{name}"] = torch.stack(squares).sum().sqrt() if squares else torch.zeros(())
+            grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+            start = 0
+            for head, group in heads.items():
+                parts = [torch.zeros(p.numel()) if g is None else g.detach().float().reshape(-1)
+                         for p, g in zip(group, grads[start:start + len(group)])]
+                start += len(group)
+                vector = torch.cat(parts) if parts else torch.zeros(1)
+                flat[head, name] = vector
+                out[f"grad_{head}_{name}"] = vector.norm()
+        if len(losses) == 2:
+            first, second = losses
+            for head in heads:
+                a, b = flat[head, first], flat[head, second]
+                out[f"grad_{head}_ratio"] = b.norm() / a.norm().clamp_min(1e-12)
+                out[f"grad_{head}_cosine"] = torch.dot(a, b) / (a.norm() * b.norm()).clamp_min(1e-12)
         return out
 
     # --- captioning ----------------------------------------------------------------------

@@ -50,6 +50,7 @@ from videotext.train.checkpoint import (
 from videotext.train.grad_cache import average_gradients, chunked_backward
 from videotext.train.init_from import apply_init
 from videotext.train.schedules import build_optimizer, build_scheduler, depends_on_budget, param_groups
+from videotext.train.stopping import improves
 
 
 class TrainingDiverged(VideoTextError, RuntimeError):
@@ -138,9 +139,11 @@ class Trainer:
         self.method.to(self.device)
         self.train_set = self.data.split(cfg.data.train_split)
         self.val_set = self.data.split(cfg.data.val_split) if cfg.data.val_split in self.data.dataset.splits else None
+        cpu = time.process_time()
         frozen_text_caches(self.method, network_precision(cfg.method, cfg.inference.precision, self.device),
                            [s for s in (self.train_set, self.val_set) if s is not None],
                            progress=self.progress and self.rank == 0)
+        self.text_cache_cpu_s = time.process_time() - cpu  # part of the training cost, outside the steps
         if cfg.data.shards:  # streamed from WebDataset shards (videotext.data.streaming)
             self.prefetch_batches = 0  # a stream's readers advance as they are read: its position is the step's
             self.batches = shard_training_batches(self.method, cfg, self.expert_dims or {}, self.run_dir / "failures.jsonl")
@@ -206,6 +209,8 @@ class Trainer:
         elif (ckpt / "last").exists() and not self.resume:
             raise VideoTextError(f"{self.run_dir}: already has checkpoints; pass --resume to continue it "
                                  f"or choose another out_dir")
+        # the frozen text caches' CPU time of the run's first start (a resume fills them again, uncounted)
+        self.state.setdefault("text_cache_cpu_s", round(self.text_cache_cpu_s, 2))
         # the budget this run's lr schedule is planned for; a larger train.epochs continues the run
         # as if planned so only where the schedule does not depend on it (`depends_on_budget`)
         self.state["total_steps"] = self.total_steps
@@ -351,11 +356,26 @@ class Trainer:
             self.log.write({"kind": "val", "step": self.state["step"], "epoch": epoch, "selected": selected,
                             **self._train_time(),
                             **metric_directions(metrics)})
-        self.state["stale"] = 0 if selected else self.state.get("stale", 0) + 1
+        self._count_stale(metrics, value, best)
         if selected:
             self.state["best"], self.state["best_step"] = value, self.state["step"]
             if self.rank == 0:
                 save_checkpoint(ckpt / "best", self.method, self._meta(val=metrics, epoch=epoch))
+
+    def _count_stale(self, metrics: dict[str, Any] | None, value: float, best: float | None) -> None:
+        """Validations in a row without an improvement of `train.early_stop_metric` (default: the
+        selection metric) by more than `train.early_stop_min_delta` (`videotext.train.stopping`)."""
+        train = self.config.train
+        if train.early_stop_metric and train.early_stop_metric != train.select_metric:
+            stop_value = metric_value(metrics, train.early_stop_metric) if self.rank == 0 else None
+            stop_value = dist.broadcast_object(stop_value)
+            reference = self.state.get("stop_reference")
+        else:  # a run saved before the reference was kept: the best so far is its reference
+            stop_value, reference = value, self.state.get("stop_reference", best)
+        if improves(stop_value, reference, train.early_stop_min_delta):
+            self.state["stop_reference"], self.state["stale"] = stop_value, 0
+        else:
+            self.state["stale"] = self.state.get("stale", 0) + 1
 
     def _patience_exhausted(self, state: dict[str, Any] | None = None) -> bool:
         """Early stop: `train.early_stop_patience` validations in a row without a new best."""
