@@ -16,28 +16,39 @@
 # 4. bench/grad_cache.py on the device: Frozen's paper-size step (ViT-B/16, 224 px, 4 frames, bf16)
 #    at batch 64 and 512 with train.chunk 32 (peak memory), and the plain step at 64.
 # A step that fails is reported and the next one runs.
+#
+# Environment (defaults as above): PYTHON (python3), TEXT_MODEL (a MiniLM config + tokenizer folder whose
+# random weights stand in for the packaged MiniLM, on a machine without it), REPEATS (7), VIDEOS (256),
+# STEPS (10), QUERIES (100), WORKERS (8), and each step's time limit in seconds: T_OFFICIAL (240),
+# T_COMPILE (180), T_GPU (240), T_GRAD (120).
 set -u
 OFFICIAL=${1:-}
 OUT=${2:-bench/results}
-PY=${PYTHON:-python}
+PY=${PYTHON:-python3}
+TEXT=(${TEXT_MODEL:+--text-model "$TEXT_MODEL"})
+REPEATS=${REPEATS:-7}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 status=0
 run() {
   echo "== $*"
-  "$@" || { echo "FAILED: $*"; status=1; }
+  local started=$SECONDS
+  "$@" || { echo "FAILED (exit $?): $*"; status=1; }
+  echo "== $((SECONDS - started)) s"
 }
 if [[ -n "$OFFICIAL" && -d "$OFFICIAL" ]]; then
-  run timeout 240 "$PY" bench/official_steps.py --device cuda --official "$OFFICIAL" --methods frozen,mmt \
-    --paper-size --optimiser both --repeats 7 --json "$OUT/official_steps_cuda.json"
-  run timeout 180 "$PY" bench/official_steps.py --device cuda --official "$OFFICIAL" --methods frozen,mmt \
-    --paper-size --optimiser official --compile --precisions bf16 --repeats 7 \
-    --json "$OUT/official_steps_cuda_compile.json"
+  run timeout "${T_OFFICIAL:-240}" "$PY" bench/official_steps.py --device cuda --official "$OFFICIAL" \
+    --methods frozen,mmt --paper-size --optimiser both --repeats "$REPEATS" ${TEXT[@]+"${TEXT[@]}"} \
+    --json "$OUT/official_steps_cuda.json"
+  run timeout "${T_COMPILE:-180}" "$PY" bench/official_steps.py --device cuda --official "$OFFICIAL" \
+    --methods frozen,mmt --paper-size --optimiser official --compile --precisions bf16 --repeats "$REPEATS" \
+    ${TEXT[@]+"${TEXT[@]}"} --json "$OUT/official_steps_cuda_compile.json"
 else
   echo "== official_steps skipped: no OFFICIAL_DIR"
 fi
-run timeout 240 "$PY" bench/gpu.py --videos 256 --steps 10 --queries 100 --methods dual,frozen,mmt,clip4clip \
-  --json "$OUT/gpu.json"
-run timeout 120 "$PY" bench/grad_cache.py --device cuda --methods frozen --preset base --chunk 32 \
-  --out "$OUT/grad_cache_cuda.json"
+run timeout "${T_GPU:-240}" "$PY" bench/gpu.py --videos "${VIDEOS:-256}" --steps "${STEPS:-10}" \
+  --queries "${QUERIES:-100}" --workers "${WORKERS:-8}" --methods dual,frozen,mmt,clip4clip \
+  ${TEXT[@]+"${TEXT[@]}"} --json "$OUT/gpu.json"
+run timeout "${T_GRAD:-120}" "$PY" bench/grad_cache.py --device cuda --methods frozen --preset base --chunk 32 \
+  ${TEXT[@]+"${TEXT[@]}"} --out "$OUT/grad_cache_cuda.json"
 exit $status

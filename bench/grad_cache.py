@@ -17,6 +17,10 @@ experts, 6 steps each).
     python bench/grad_cache.py                        # both methods, chunk 32, batches 64 and 512
     python bench/grad_cache.py --methods frozen --chunk 16 --plain-512
     python bench/grad_cache.py --device cuda --methods frozen --preset base   # the paper's ViT-B/16 on a GPU
+
+On a machine without the packaged MiniLM, `--text-model DIR` names a folder with its config and tokenizer;
+seeded random weights of that architecture are written there when it has none (memory and time depend
+on shapes, not values).
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ def _captions(count: int) -> list[str]:
     return [" ".join(rng.choice(CAPTION_WORDS) for _ in range(rng.randint(4, 12))) + f" {i}" for i in range(count)]
 
 
-def _method_and_batch(name: str, batch: int, preset: str = "small"):
+def _method_and_batch(name: str, batch: int, preset: str = "small", text_model: str = ""):
     import numpy as np
     import torch
 
@@ -55,12 +59,12 @@ def _method_and_batch(name: str, batch: int, preset: str = "small"):
 
     torch.manual_seed(0)
     if name == "frozen":
-        method = build_method("frozen", {"preset": preset, "num_frames": 4})
+        method = build_method("frozen", {"preset": preset, "num_frames": 4, "text_model": text_model})
         size = PRESETS[preset]["img_size"]
         video = {"frames": torch.randn(batch, 4, 3, size, size)}
     elif name == "dual":
         dims = {"appearance": 1280, "motion": 80, "audio": 128}
-        method = build_method("dual", {}, expert_dims=dims)
+        method = build_method("dual", {"text_model": text_model}, expert_dims=dims)
         rng = np.random.RandomState(0)
         video = collate_video_features([{e: rng.randn(6, d).astype(np.float32) for e, d in dims.items()}
                                         for _ in range(batch)], list(dims))
@@ -69,7 +73,8 @@ def _method_and_batch(name: str, batch: int, preset: str = "small"):
     return method.train(), {"text": method.prepare_text(_captions(batch)), "video": video}
 
 
-def measure_step(name: str, batch: int, chunk: int, device: str = "cpu", preset: str = "small") -> dict:
+def measure_step(name: str, batch: int, chunk: int, device: str = "cpu", preset: str = "small",
+                 text_model: str = "") -> dict:
     """One step in this process: peak resident bytes above the level before it (on a GPU: the peak of
     torch's allocated memory above it, under bf16 autocast), and its seconds."""
     import contextlib
@@ -80,7 +85,7 @@ def measure_step(name: str, batch: int, chunk: int, device: str = "cpu", preset:
     from videotext.train.grad_cache import chunked_backward
 
     torch.set_num_threads(1)
-    method, inputs = _method_and_batch(name, batch, preset)
+    method, inputs = _method_and_batch(name, batch, preset, text_model)
     if device != "cpu":
         return _measure_on_gpu(method, inputs, name, batch, chunk, torch.device(device))
     gc.collect()
@@ -138,9 +143,22 @@ def _measure_on_gpu(method, inputs, name: str, batch: int, chunk: int, device) -
             "model_and_inputs_mib": before / 2**20}
 
 
-def run_child(name: str, batch: int, chunk: int, device: str = "cpu", preset: str = "small") -> dict:
+def random_text_model(folder: Path) -> str:
+    """`folder` (a BERT-family config and tokenizer) with seeded random weights written once."""
+    if not any(folder.glob("*.safetensors")):
+        import torch
+        from transformers import AutoConfig, AutoModel
+
+        torch.manual_seed(0)
+        AutoModel.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
+    return str(folder)
+
+
+def run_child(name: str, batch: int, chunk: int, device: str = "cpu", preset: str = "small",
+              text_model: str = "") -> dict:
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", name, str(batch), str(chunk), device, preset],
+    out = subprocess.run([sys.executable, __file__, "--child", name, str(batch), str(chunk), device, preset,
+                          *(["--text-model", text_model] if text_model else [])],
                          env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"{name} batch {batch} chunk {chunk} failed:\n{out.stderr[-3000:]}")
@@ -157,19 +175,23 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "grad_cache.json")
     parser.add_argument("--device", default="cpu", help="cpu (resident memory) or cuda (torch's peak, bf16)")
     parser.add_argument("--preset", default="small", help="Frozen's video tower: small (CPU) or base (the paper's)")
+    parser.add_argument("--text-model", type=Path, default=None,
+                        help="a MiniLM config + tokenizer folder (random weights) in place of the packaged MiniLM")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         name, batch, chunk, device, preset = args.child
-        print(json.dumps(measure_step(name, int(batch), int(chunk), device, preset)))
+        print(json.dumps(measure_step(name, int(batch), int(chunk), device, preset, str(args.text_model or ""))))
         return {}
 
     from videotext.io import write_json
 
     results = {"benchmark": "peak memory of a step beyond the model and inputs, chunked vs batch size",
-               "chunk": args.chunk, "device": args.device, "preset": args.preset, "machine": platform.processor() or platform.machine(), "methods": {}}
+               "chunk": args.chunk, "device": args.device, "preset": args.preset,
+               "text_model": str(args.text_model or "bundled"), "machine": platform.processor() or platform.machine(), "methods": {}}
+    text_model = random_text_model(args.text_model) if args.text_model else ""
     for name in args.methods:
-        where = (args.device, args.preset)
+        where = (args.device, args.preset, text_model)
         rows = {"chunked_small": run_child(name, args.small, args.chunk, *where),
                 "chunked_large": run_child(name, args.large, args.chunk, *where),
                 "plain_small": run_child(name, args.small, 0, *where)}
