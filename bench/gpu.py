@@ -173,7 +173,8 @@ def pixel_pipeline(work: Path, device: torch.device, steps: int, batch_size: int
     frames_per_batch = batch_size * 4
     trainer.batches.batch(0, 0)  # warm-up: the decoders' first open
     started = time.perf_counter()
-    made = [pin_batch(trainer.batches.batch(0, 1 + i)) for i in range(steps)]
+    per_epoch = trainer.batches.epoch_length(0)  # a small set holds few batches: they are decoded again in turn
+    made = [pin_batch(trainer.batches.batch(0, (1 + i) % per_epoch)) for i in range(steps)]
     pipeline_s = time.perf_counter() - started
     prepared = [to_device(b, trainer.device, non_blocking=True) for b in made]
     for batch in prepared[:2]:  # warm-up: kernels chosen
