@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from videotext.errors import VideoTextError
-from videotext.eval.compare import compare_runs, run_metrics
+from videotext.eval.compare import compare_runs, run_metrics, t_interval
 
 
 def make_run(root, name, r1, seeds=None):
@@ -61,9 +61,18 @@ def test_compare_pairs_seeded_rows_with_a_baseline_seed_by_seed(tmp_path):
     paired = saved["paired"]["cross"]
     assert paired["per_seed"] == {"0": -2.0, "1": -1.0, "2": -3.0}
     assert paired["mean"] == pytest.approx(-2.0) and paired["std"] == pytest.approx(1.0) and paired["n"] == 3
+    # t(2, 0.975) = 4.3027: -2 ± 4.3027 · 1 / √3
+    assert paired["ci95"] == pytest.approx([-2.0 - 2.48414, -2.0 + 2.48414], abs=1e-4)
     assert saved["paired"]["one"] is None  # a single run has no seeds to pair
     html = page.read_text()
     assert "cross − none, t2v R1 paired by seed: -2.0 ± 1.0 (-2.0, -1.0, -3.0)" in html
     assert "one − none, t2v R1 paired by seed: –" in html
     with pytest.raises(VideoTextError, match="--baseline 'dual' is not a row label"):
         compare_runs([base], tmp_path / "out", baseline="dual")
+
+
+def test_t_interval_is_students_at_n_minus_one_degrees():
+    assert t_interval(1.0, 2.0, 2) == pytest.approx([1.0 - 12.7062 * 2.0 / 2 ** 0.5, 1.0 + 12.7062 * 2.0 / 2 ** 0.5], abs=1e-3)
+    assert t_interval(0.0, 3.0, 10) == pytest.approx([-2.2622 * 3.0 / 10 ** 0.5, 2.2622 * 3.0 / 10 ** 0.5], abs=1e-3)
+    assert t_interval(5.0, 0.0, 3) == [5.0, 5.0]
+    assert t_interval(5.0, 0.0, 1) is None  # one seed: no spread to go by

@@ -57,16 +57,28 @@ def run_metrics(run_dir: str | Path, direction: str = "t2v") -> dict[str, Any]:
 def paired_difference(row: dict[int, dict[str, Any]], baseline: dict[int, dict[str, Any]],
                       metric: str) -> dict[str, Any] | None:
     """`metric` of row − baseline, seed by seed over the seeds both have: {"mean", "std", "n",
-    "per_seed": {seed: difference}}; None when they share no seed. Pairing removes what a seed
-    does to both (its split-independent initialisation and batch order), so the spread of the
-    difference is what tells two methods apart, not the two rows' own spreads."""
+    "ci95", "per_seed": {seed: difference}}; None when they share no seed. Pairing removes what a
+    seed does to both (its split-independent initialisation and batch order), so the spread of the
+    difference is what tells two methods apart, not the two rows' own spreads. ``ci95`` is the
+    95 % interval of the mean difference (`t_interval`; None with one seed)."""
     seeds = sorted(set(row) & set(baseline))
     if not seeds:
         return None
     per_seed = {seed: float(_mean_std(row[seed][metric])[0]) - float(_mean_std(baseline[seed][metric])[0])
                 for seed in seeds}
     summary = aggregate_seeds([{"d": d} for d in per_seed.values()])["d"]
-    return {**summary, "per_seed": per_seed}
+    return {**summary, "ci95": t_interval(summary["mean"], summary["std"], summary["n"]), "per_seed": per_seed}
+
+
+def t_interval(mean: float, std: float, n: int, level: float = 0.95) -> list[float] | None:
+    """The Student-t interval of a mean of n paired differences: mean ± t(n − 1) · std / √n (for
+    n = 3 seeds t = 4.30 at 95 %); None when n < 2 (no spread to go by)."""
+    if n < 2:
+        return None
+    from scipy.stats import t  # only where an interval is asked for
+
+    half = float(t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
+    return [mean - half, mean + half]
 
 
 def _paired_cell(paired: dict[str, Any] | None) -> str:
