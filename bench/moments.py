@@ -18,6 +18,26 @@ writes, per seed, ``results/benchmark/moments/moment_detr/seed_S.json`` (test me
 format: {"qid", "query", "vid", "pred_relevant_windows": [[start, end, score], ...]}). Run directories
 go to runs/moments/moment_detr/seed_S. The figures the docs quote are under ``results.moment_detr.table``
 (keys without dots: R1_30 = R1@0.3 …).
+
+    nice -n 19 python bench/moments.py search --seeds 0,1,2   # windows and training-free spans, per seed
+    python bench/moments.py table                             # the three rows side by side, paired
+
+`search` answers the test queries as `videotext search` does today, within each query's own video
+(`where video_id == ...`, as the field scores moment retrieval): with the demo's `dual` run trained
+with seed S on the demo's data (`configs/dual/synthetic.yaml` over ``data/synthetic-2000-seed0``, which
+`videotext demo` makes; `train.threads=1`, into runs/moments/dual/seed_S), it builds a `--window 10`
+index of the test videos from the set's own features (their extraction settings are the demo's,
+checked expert by expert, so nothing is extracted again) and asks each query twice:
+
+    windows   `SearchableIndex.search(q, k=10)`: the index's 10-s windows (every 5 s), best first
+    spans     `SearchableIndex.search(q, k=10, moments=True)`: spans from the moment track (`find_spans`
+              with the library's defaults, chosen on other videos by bench/moment_spans.py)
+
+Per seed it writes ``results/benchmark/moments/{windows,spans}/seed_S.json`` (metrics from
+`videotext.eval.moments`, the run's training CPU-s, the index build's CPU-s, CPU-ms per query).
+`table` reads the three rows' records and writes ``results/benchmark/moments/table.json``: mean ± std
+over seeds, and the paired differences between rows seed by seed with their 95 % Student-t interval
+(`videotext.eval.compare.paired_difference`).
 """
 from __future__ import annotations
 
@@ -160,6 +180,172 @@ def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], 
     return record
 
 
+DEMO_DATA = ROOT / "data" / "synthetic-2000-seed0"  # `videotext demo` (make demo) makes it
+ROWS = ("windows", "spans", "moment_detr")
+PAIRS = (("spans", "windows"), ("moment_detr", "spans"), ("moment_detr", "windows"))
+QUOTED = ("R1_50", "R1_70", "mAP")  # the columns of the table
+
+
+def same_extraction(a: Path, b: Path) -> dict:
+    """Each expert's extraction config in feature stores `a` and `b`; an error where they differ (the
+    run would read features unlike those it was trained on)."""
+    from videotext.data.features import FeatureStore
+
+    out = {}
+    for expert in EXPERTS:
+        left, right = (FeatureStore(path).info(expert)["config"] for path in (a, b))
+        if left != right:
+            raise SystemExit(f"{expert}: {a} holds {left}, {b} holds {right}: not the features the run reads")
+        out[expert] = left
+    return out
+
+
+def train_dual(seed: int, demo_data: Path, runs: Path) -> Path:
+    """The demo's `dual` run (its config, its data) with `seed`, one thread; resumed when stopped."""
+    from videotext.config import PACKAGED, load_config
+    from videotext.train.trainer import Trainer
+
+    run_dir = runs / f"seed_{seed}"
+    if (run_dir / "test_metrics.json").is_file():
+        return run_dir
+    config = load_config(PACKAGED / "dual" / "synthetic.yaml", [
+        f"data.manifest={demo_data / 'manifest.json'}", f"data.features={demo_data / 'demo-features'}",
+        f"train.seed={seed}", "train.threads=1", f"out_dir={run_dir}"])
+    Trainer(config, run_dir, resume=(run_dir / "checkpoints" / "last").exists(), progress=False).fit()
+    return run_dir
+
+
+def linked_store(features: Path, folder: Path) -> Path:
+    """A feature store folder whose expert files link to `features`' (the index build records its
+    sources beside them there, never in the set's own store)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for expert in EXPERTS:
+        link = folder / f"{expert}.h5"
+        if not link.exists():
+            link.symlink_to((features / f"{expert}.h5").resolve())
+    return folder
+
+
+def answers(index_folder: Path, queries: list, moments: bool) -> tuple[dict, float]:
+    """Each query's top 10 (start, end, score) within its own video, and the CPU-ms per query."""
+    import videotext
+
+    opened = videotext.open_index(index_folder, threads=1).warm()
+    opened.search(queries[0].query, k=10, moments=moments)  # the first query's one-off loads
+    predictions, cpu = {}, time.process_time()
+    for q in queries:
+        hits = opened.search(q.query, k=10, where=f'video_id == "{q.video.id}"', moments=moments)
+        predictions[q.qid] = [(hit.start, hit.end, hit.score) for hit in hits]
+    return predictions, 1000 * (time.process_time() - cpu) / len(queries)
+
+
+def search_seed(seed: int, manifest: Path, features: Path, demo_data: Path, runs: Path) -> dict:
+    """Rows `windows` and `spans` for the run of `seed` (module docstring)."""
+    import torch
+
+    import videotext
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moments import moment_metrics
+    from videotext.train.trainer import read_metrics_log
+
+    torch.set_num_threads(1)
+    extraction = same_extraction(demo_data / "demo-features", features)
+    run_dir = train_dual(seed, demo_data, runs / "dual")
+    train = [line for line in read_metrics_log(run_dir) if line["kind"] == "train"][-1]
+    dataset = VideoTextDataset.load(manifest)
+    test = dataset.split("test")
+    index_folder = runs / "index" / f"seed_{seed}"
+    if (index_folder / "published.json").is_file():
+        shutil.rmtree(index_folder)  # built again, so that its cost is measured
+    store = linked_store(features, runs / "index-features")
+    cpu, wall = time.process_time(), time.perf_counter()
+    report = videotext.build_index(str(run_dir), test, index_folder, features=store, window=10.0, progress=False,
+                                   threads=1)
+    build = {"cpu_s": round(time.process_time() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1),
+             "report": [line.replace(str(ROOT) + "/", "") for line in report.lines()]}
+    queries = test.moment_queries()
+    truth = {q.qid: q.spans for q in queries}
+    demo_meta, set_meta = (VideoTextDataset.load(m).meta for m in (demo_data / "manifest.json", manifest))
+    common = {
+        "benchmark": "moments", "seed": seed, "test_split": "test", "run": _shown(run_dir),
+        "run_config": "dual/synthetic (the demo's)", "train_data": _shown(demo_data),
+        "train_cpu_s": train["train_cpu_s"], "train_s": train["train_s"], "threads": 1,
+        "index": {"window_s": 10.0, "stride_s": 5.0, "videos": len(test), "hours": round(sum(v.duration for v in test) / 3600, 3),
+                  "build": build},
+        "features": {"extraction": extraction, "same_as_the_run_reads": True,
+                     "rendered": {"set": {"size": set_meta["size"], "fps": set_meta["fps"]},
+                                  "run_data": {"size": demo_meta["size"], "fps": demo_meta["fps"]}}},
+        "machine": machine(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    records = {}
+    for row, moments in (("windows", False), ("spans", True)):
+        predictions, per_query = answers(index_folder, queries, moments)
+        metrics = moment_metrics(predictions, truth)
+        record = {**common, "row": row, "query": "SearchableIndex.search(q, k=10, where=its video" +
+                  (", moments=True)" if moments else ")"), "cpu_ms_per_query": round(per_query, 2),
+                  "results": {row: {"moments": metrics, "n_queries": len(queries), "n_videos": len(test),
+                                    "table": {k: metrics[v] for k, v in TABLE.items()}}}}
+        write_json(RECORDS / row / f"seed_{seed}.json", record)
+        records[row] = record
+    return records
+
+
+def _seed_records(row: str) -> dict[int, dict]:
+    folder = RECORDS / row
+    return {int(p.stem.removeprefix("seed_")): json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(folder.glob("seed_*.json"))}
+
+
+def _costs(row: str, record: dict) -> dict:
+    """CPU-s of training, of the index build (none for the learned head: it reads the features), CPU-ms
+    per query (the head: predicting the test split, over its queries)."""
+    if row == "moment_detr":
+        return {"train_cpu_s": record["train_cpu_s"], "index_cpu_s": 0.0,
+                "cpu_ms_per_query": 1000 * record["predict_test_cpu_s"] / record["results"]["moment_detr"]["n_queries"]}
+    return {"train_cpu_s": record["train_cpu_s"], "index_cpu_s": record["index"]["build"]["cpu_s"],
+            "cpu_ms_per_query": record["cpu_ms_per_query"]}
+
+
+def make_table() -> dict:
+    """Mean ± std per row and paired differences between rows (module docstring)."""
+    from videotext.eval.compare import paired_difference
+    from videotext.eval.retrieval import aggregate_seeds
+
+    records = {row: _seed_records(row) for row in ROWS}
+    tables = {row: {seed: r["results"][row]["table"] for seed, r in found.items()} for row, found in records.items()}
+    out = {"benchmark": "moments", "split": "test", "columns": {k: TABLE[k] for k in QUOTED}, "rows": {}, "paired": {}}
+    for row, found in records.items():
+        if not found:
+            continue
+        per_seed = {seed: {**{k: t[k] for k in QUOTED}, **_costs(row, found[seed])} for seed, t in tables[row].items()}
+        out["rows"][row] = {"seeds": sorted(found), "n_queries": sorted({r["results"][row]["n_queries"] for r in found.values()}),
+                            "mean_std": aggregate_seeds(list(per_seed.values())), "per_seed": per_seed,
+                            "records": f"results/benchmark/moments/{row}/seed_<n>.json"}
+    for a, b in PAIRS:
+        if tables[a] and tables[b]:
+            out["paired"][f"{a} - {b}"] = {k: paired_difference(tables[a], tables[b], k) for k in QUOTED}
+    write_json(RECORDS / "table.json", out)
+    return out
+
+
+def print_table(table: dict) -> None:
+    def cell(v: dict) -> str:
+        return f"{v['mean']:.1f} ± {v['std']:.1f}" if v["n"] > 1 else f"{v['mean']:.1f}"
+
+    print("| row | seeds | " + " | ".join(TABLE[k] for k in QUOTED) + " | train CPU-s | index CPU-s | CPU-ms/query |")
+    for row, found in table["rows"].items():
+        ms = found["mean_std"]
+        print(f"| {row} | {len(found['seeds'])} | " + " | ".join(cell(ms[k]) for k in QUOTED) +
+              f" | {ms['train_cpu_s']['mean']:.0f} | {ms['index_cpu_s']['mean']:.0f} | {ms['cpu_ms_per_query']['mean']:.1f} |")
+    for pair, diffs in table["paired"].items():
+        cells = []
+        for k in QUOTED:
+            d = diffs[k]
+            interval = f" [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d["ci95"] else ""
+            cells.append(f"{TABLE[k]} {d['mean']:+.1f}{interval} (n={d['n']})")
+        print(f"{pair}: " + "; ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,9 +358,30 @@ def main() -> None:
     two.add_argument("--seeds", default="0,1,2")
     two.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments" / "moment_detr")
     two.add_argument("--set", dest="overrides", action="append", default=[], help="config override a.b=value")
+    three = sub.add_parser("search", help="fixed windows and training-free spans of the demo's run, per seed")
+    three.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
+    three.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
+    three.add_argument("--demo-data", type=Path, default=DEMO_DATA)
+    three.add_argument("--seeds", default="0,1,2")
+    three.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments")
+    sub.add_parser("table", help="the rows side by side with paired differences")
     args = parser.parse_args()
     if args.command == "set":
         print(json.dumps(measure_set(args.manifest, args.extract_videos), indent=1))
+        return
+    if args.command == "table":
+        print_table(make_table())
+        return
+    if args.command == "search":
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            if all((RECORDS / row / f"seed_{seed}.json").is_file() for row in ("windows", "spans")):
+                print(f"seed {seed}: recorded already")
+                continue
+            records = search_seed(seed, args.manifest.resolve(), args.features.resolve(), args.demo_data.resolve(),
+                                  args.runs.resolve())
+            for row, record in records.items():
+                print(f"seed {seed} {row}: " + json.dumps(record["results"][row]["table"]) +
+                      f" {record['cpu_ms_per_query']:.1f} CPU-ms/query", flush=True)
         return
     for seed in [int(s) for s in args.seeds.split(",")]:
         if (RECORDS / "moment_detr" / f"seed_{seed}.json").is_file():
