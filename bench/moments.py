@@ -70,7 +70,7 @@ def machine() -> dict:
 
 def _shown(path: Path) -> str:
     """`path` relative to the repository when it is inside it (records name no machine's folders)."""
-    path = Path(path).resolve()
+    path = Path(os.path.abspath(path))
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
@@ -377,8 +377,8 @@ def main() -> None:
             if all((RECORDS / row / f"seed_{seed}.json").is_file() for row in ("windows", "spans")):
                 print(f"seed {seed}: recorded already")
                 continue
-            records = search_seed(seed, args.manifest.resolve(), args.features.resolve(), args.demo_data.resolve(),
-                                  args.runs.resolve())
+            records = search_seed(seed, args.manifest.absolute(), args.features.absolute(), args.demo_data.absolute(),
+                                  args.runs.absolute())  # not resolved: data/ may link elsewhere
             for row, record in records.items():
                 print(f"seed {seed} {row}: " + json.dumps(record["results"][row]["table"]) +
                       f" {record['cpu_ms_per_query']:.1f} CPU-ms/query", flush=True)
