@@ -387,7 +387,7 @@ def main() -> None:
         if (RECORDS / "moment_detr" / f"seed_{seed}.json").is_file():
             print(f"seed {seed}: recorded already")
             continue
-        record = train_seed(seed, args.manifest.resolve(), args.features.resolve(), args.overrides, args.runs)
+        record = train_seed(seed, args.manifest.absolute(), args.features.absolute(), args.overrides, args.runs)
         print(f"seed {seed}: " + json.dumps(record["results"]["moment_detr"]["table"]) +
               f" train {record['train_cpu_s']:.0f} CPU-s", flush=True)
 
