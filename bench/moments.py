@@ -21,6 +21,7 @@ go to runs/moments/moment_detr/seed_S. The figures the docs quote are under ``re
 
     nice -n 19 python bench/moments.py search --seeds 0,1,2   # windows and training-free spans, per seed
     python bench/moments.py table                             # the three rows side by side, paired
+    python bench/moments.py diagnose RUN...                   # a moment_detr run in its oracle windows
 
 `search` answers the test queries as `videotext search` does today, within each query's own video
 (`where video_id == ...`, as the field scores moment retrieval): with the demo's `dual` run trained
@@ -37,7 +38,10 @@ Per seed it writes ``results/benchmark/moments/{windows,spans}/seed_S.json`` (me
 `videotext.eval.moments`, the run's training CPU-s, the index build's CPU-s, CPU-ms per query).
 `table` reads the three rows' records and writes ``results/benchmark/moments/table.json``: mean ± std
 over seeds, and the paired differences between rows seed by seed with their 95 % Student-t interval
-(`videotext.eval.compare.paired_difference`).
+(`videotext.eval.compare.paired_difference`). `search --choose-on-val` adds row `spans_val`: the five
+span settings chosen on the set's val split for each run (`spans_chosen_on_val`). `diagnose` reads
+moment_detr runs in the window centred on each query's moment (`diagnose`), into
+``results/benchmark/moments/diagnosis.json``.
 """
 from __future__ import annotations
 
@@ -358,6 +362,50 @@ def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -
     return record
 
 
+def diagnose(run_dir: Path, checkpoint: str, manifest: Path, features: Path, queries: int) -> dict:
+    """A moment_detr run read in the window centred on each query's first span (an oracle window: no
+    other window to rank it against), for the first `queries` queries of train and of val: its top
+    span's R1@0.5 and mIoU there, and how often its top saliency step lies in a moment, against the
+    share of the window's steps that do (what a query-blind top step would hit)."""
+    import numpy as np
+    import torch
+
+    from videotext.data.features import FeatureStore
+    from videotext.data.loaders import VideoFeatures
+    from videotext.data.moment_batches import collate_windows, step_features, window_item
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moments import moment_metrics
+    from videotext.run_model import load_run
+
+    torch.set_num_threads(1)
+    method = load_run(run_dir, checkpoint=checkpoint, threads=1, device="cpu").method
+    dataset = VideoTextDataset.load(manifest)
+    steps_of = step_features(VideoFeatures(FeatureStore(features), method.experts, None))
+    meta = json.loads((run_dir / "checkpoints" / checkpoint / "meta.json").read_text(encoding="utf-8"))
+    out = {"run": _shown(run_dir), "checkpoint": checkpoint, "step": meta.get("step"), "epoch": meta.get("epoch"),
+           "negative_pair_weight": meta["model"].get("negative_pair_weight", 0.0), "queries_per_split": queries}
+    for split in ("train", "val"):
+        predictions, truth, top_in, share = {}, {}, [], []
+        for q in dataset.split(split).moment_queries()[:queries]:
+            features_, step = steps_of(q.video)
+            total = next(iter(features_.values())).shape[0]
+            start = max(0, min(int((q.spans[0][0] + q.spans[0][1]) / 2 / step) - method.window // 2, total - method.window))
+            item = window_item(q, features_, step, start, method.window)
+            spans, scores, saliency = method.predict_windows(collate_windows([item], method.experts, method.window,
+                                                                             method.prepare_text))
+            offset, length = start * step, item.window_seconds
+            rows = [(offset + a * length, offset + b * length, c) for (a, b), c in zip(spans[0].tolist(), scores[0].tolist())]
+            predictions[q.qid] = sorted(rows, key=lambda r: -r[2])
+            truth[q.qid] = [(max(offset, a), min(offset + length, b)) for a, b in q.spans if b > offset and a < offset + length]
+            inside = np.array([any(a <= offset + (i + 0.5) * step < b for a, b in truth[q.qid]) for i in range(item.steps)])
+            top_in.append(bool(inside[int(saliency[0, : item.steps].argmax())]))
+            share.append(float(inside.mean()))
+        metrics = moment_metrics(predictions, truth)
+        out[split] = {"R1_50": metrics["R1@0.5"], "mIoU": metrics["mIoU"], "top_saliency_step_in_moment": 100 * float(np.mean(top_in)),
+                      "moment_steps_share": 100 * float(np.mean(share)), "n_queries": len(truth)}
+    return out
+
+
 def _seed_records(row: str) -> dict[int, dict]:
     folder = RECORDS / row
     return {int(p.stem.removeprefix("seed_")): json.loads(p.read_text(encoding="utf-8"))
@@ -435,9 +483,23 @@ def main() -> None:
     three.add_argument("--choose-on-val", action="store_true",
                        help="also row spans_val: the span settings chosen on the val split")
     sub.add_parser("table", help="the rows side by side with paired differences")
+    four = sub.add_parser("diagnose", help="a moment_detr run in the window centred on each query's moment")
+    four.add_argument("runs", type=Path, nargs="+", help="moment_detr run folders")
+    four.add_argument("--checkpoint", default="best")
+    four.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
+    four.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
+    four.add_argument("--queries", type=int, default=200)
+    four.add_argument("--out", type=Path, default=RECORDS / "diagnosis.json")
     args = parser.parse_args()
     if args.command == "set":
         print(json.dumps(measure_set(args.manifest, args.extract_videos), indent=1))
+        return
+    if args.command == "diagnose":
+        found = [diagnose(run, args.checkpoint, args.manifest.absolute(), args.features.absolute(), args.queries)
+                 for run in args.runs]
+        write_json(args.out, {"runs": found, "machine": machine()})
+        for record in found:
+            print(record["run"], json.dumps({k: record[k] for k in ("train", "val")}))
         return
     if args.command == "table":
         print_table(make_table())
