@@ -384,6 +384,10 @@ def diagnose(run_dir: Path, checkpoint: str, manifest: Path, features: Path, que
     meta = json.loads((run_dir / "checkpoints" / checkpoint / "meta.json").read_text(encoding="utf-8"))
     out = {"run": _shown(run_dir), "checkpoint": checkpoint, "step": meta.get("step"), "epoch": meta.get("epoch"),
            "negative_pair_weight": meta["model"].get("negative_pair_weight", 0.0), "queries_per_split": queries}
+    from videotext.train.trainer import read_metrics_log
+
+    out["val_curve"] = [[line["epoch"], line["moments"]["mAP"], line["moments"]["R1@0.5"], line["highlight"]["HIT@1"]]
+                        for line in read_metrics_log(run_dir) if line["kind"] == "val"]  # epoch, mAP, R1@0.5, HIT@1
     for split in ("train", "val"):
         predictions, truth, top_in, share = {}, {}, [], []
         for q in dataset.split(split).moment_queries()[:queries]:
