@@ -153,7 +153,7 @@ def negative_pair_hinge(own: torch.Tensor, other: torch.Tensor, saliency: torch.
     own, other [B, W]: step saliency under the window's query and under a mismatched one; saliency [B, W]
     (> 0 = relevant); paired [B] bool: windows whose mismatched query is another text. Without this term
     a head can satisfy the saliency hinge by telling events from idle steps, whatever the query says (a
-    video-query pair that does not match must score low: QD-DETR's negative pairs, Moon et al. 2023 §3.3,
+    video-query pair that does not match must score low: the negative pairs of QD-DETR, Moon et al. 2023,
     here as a hinge at the relevant steps)."""
     relevant = (saliency > 0) & mask & paired[:, None]  # [B, W]
     counts = relevant.sum(1)  # [B]
