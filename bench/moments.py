@@ -18,6 +18,30 @@ writes, per seed, ``results/benchmark/moments/moment_detr/seed_S.json`` (test me
 format: {"qid", "query", "vid", "pred_relevant_windows": [[start, end, score], ...]}). Run directories
 go to runs/moments/moment_detr/seed_S. The figures the docs quote are under ``results.moment_detr.table``
 (keys without dots: R1_30 = R1@0.3 …).
+
+    nice -n 19 python bench/moments.py search --seeds 0,1,2   # windows and training-free spans, per seed
+    python bench/moments.py table                             # the three rows side by side, paired
+    python bench/moments.py diagnose RUN...                   # a moment_detr run in its oracle windows
+
+`search` answers the test queries as `videotext search` does today, within each query's own video
+(`where video_id == ...`, as the field scores moment retrieval): with the demo's `dual` run trained
+with seed S on the demo's data (`configs/dual/synthetic.yaml` over ``data/synthetic-2000-seed0``, which
+`videotext demo` makes; `train.threads=1`, into runs/moments/dual/seed_S), it builds a `--window 10`
+index of the test videos from the set's own features (their extraction settings are the demo's,
+checked expert by expert, so nothing is extracted again) and asks each query twice:
+
+    windows   `SearchableIndex.search(q, k=10)`: the index's 10-s windows (every 5 s), best first
+    spans     `SearchableIndex.search(q, k=10, moments=True)`: spans from the moment track (`find_spans`
+              with the library's defaults, chosen on other videos by bench/moment_spans.py)
+
+Per seed it writes ``results/benchmark/moments/{windows,spans}/seed_S.json`` (metrics from
+`videotext.eval.moments`, the run's training CPU-s, the index build's CPU-s, CPU-ms per query).
+`table` reads the three rows' records and writes ``results/benchmark/moments/table.json``: mean ± std
+over seeds, and the paired differences between rows seed by seed with their 95 % Student-t interval
+(`videotext.eval.compare.paired_difference`). `search --choose-on-val` adds row `spans_val`: the five
+span settings chosen on the set's val split for each run (`spans_chosen_on_val`). `diagnose` reads
+moment_detr runs in the window centred on each query's moment (`diagnose`), into
+``results/benchmark/moments/diagnosis.json``.
 """
 from __future__ import annotations
 
@@ -50,7 +74,7 @@ def machine() -> dict:
 
 def _shown(path: Path) -> str:
     """`path` relative to the repository when it is inside it (records name no machine's folders)."""
-    path = Path(path).resolve()
+    path = Path(os.path.abspath(path))
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
@@ -160,6 +184,288 @@ def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], 
     return record
 
 
+DEMO_DATA = ROOT / "data" / "synthetic-2000-seed0"  # `videotext demo` (make demo) makes it
+ROWS = ("windows", "spans", "spans_val", "moment_detr")
+PAIRS = (("spans", "windows"), ("spans_val", "windows"), ("spans_val", "spans"), ("moment_detr", "spans"),
+         ("moment_detr", "spans_val"), ("moment_detr", "windows"))
+QUOTED = ("R1_50", "R1_70", "mAP")  # the columns of the table
+
+
+def same_extraction(a: Path, b: Path) -> dict:
+    """Each expert's extraction config in feature stores `a` and `b`; an error where they differ (the
+    run would read features unlike those it was trained on)."""
+    from videotext.data.features import FeatureStore
+
+    out = {}
+    for expert in EXPERTS:
+        left, right = (FeatureStore(path).info(expert)["config"] for path in (a, b))
+        if left != right:
+            raise SystemExit(f"{expert}: {a} holds {left}, {b} holds {right}: not the features the run reads")
+        out[expert] = left
+    return out
+
+
+def train_dual(seed: int, demo_data: Path, runs: Path) -> Path:
+    """The demo's `dual` run (its config, its data) with `seed`, one thread; resumed when stopped."""
+    from videotext.config import PACKAGED, load_config
+    from videotext.train.trainer import Trainer
+
+    run_dir = runs / f"seed_{seed}"
+    if (run_dir / "test_metrics.json").is_file():
+        return run_dir
+    config = load_config(PACKAGED / "dual" / "synthetic.yaml", [
+        f"data.manifest={demo_data / 'manifest.json'}", f"data.features={demo_data / 'demo-features'}",
+        f"train.seed={seed}", "train.threads=1", f"out_dir={run_dir}"])
+    Trainer(config, run_dir, resume=(run_dir / "checkpoints" / "last").exists(), progress=False).fit()
+    return run_dir
+
+
+def linked_store(features: Path, folder: Path) -> Path:
+    """A feature store folder whose expert files link to `features`' (the index build records its
+    sources beside them there, never in the set's own store)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for expert in EXPERTS:
+        link = folder / f"{expert}.h5"
+        if not link.exists():
+            link.symlink_to((features / f"{expert}.h5").resolve())
+    return folder
+
+
+def answers(index_folder: Path, queries: list, moments: bool) -> tuple[dict, float]:
+    """Each query's top 10 (start, end, score) within its own video, and the CPU-ms per query."""
+    import videotext
+
+    opened = videotext.open_index(index_folder, threads=1).warm()
+    opened.search(queries[0].query, k=10, moments=moments)  # the first query's one-off loads
+    predictions, cpu = {}, time.process_time()
+    for q in queries:
+        hits = opened.search(q.query, k=10, where=f'video_id == "{q.video.id}"', moments=moments)
+        predictions[q.qid] = [(hit.start, hit.end, hit.score) for hit in hits]
+    return predictions, 1000 * (time.process_time() - cpu) / len(queries)
+
+
+def search_seed(seed: int, manifest: Path, features: Path, demo_data: Path, runs: Path) -> dict:
+    """Rows `windows` and `spans` for the run of `seed` (module docstring)."""
+    import torch
+
+    import videotext
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moments import moment_metrics
+    from videotext.train.trainer import read_metrics_log
+
+    torch.set_num_threads(1)
+    extraction = same_extraction(demo_data / "demo-features", features)
+    run_dir = train_dual(seed, demo_data, runs / "dual")
+    train = [line for line in read_metrics_log(run_dir) if line["kind"] == "train"][-1]
+    dataset = VideoTextDataset.load(manifest)
+    test = dataset.split("test")
+    index_folder = runs / "index" / f"seed_{seed}"
+    if (index_folder / "published.json").is_file():
+        shutil.rmtree(index_folder)  # built again, so that its cost is measured
+    store = linked_store(features, runs / "index-features")
+    cpu, wall = time.process_time(), time.perf_counter()
+    report = videotext.build_index(str(run_dir), test, index_folder, features=store, window=10.0, progress=False,
+                                   threads=1)
+    build = {"cpu_s": round(time.process_time() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1),
+             "report": [line.replace(str(ROOT) + "/", "") for line in report.lines()]}
+    queries = test.moment_queries()
+    truth = {q.qid: q.spans for q in queries}
+    demo_meta, set_meta = (VideoTextDataset.load(m).meta for m in (demo_data / "manifest.json", manifest))
+    common = {
+        "benchmark": "moments", "seed": seed, "test_split": "test", "run": _shown(run_dir),
+        "run_config": "dual/synthetic (the demo's)", "train_data": _shown(demo_data),
+        "train_cpu_s": train["train_cpu_s"], "train_s": train["train_s"], "threads": 1,
+        "index": {"window_s": 10.0, "stride_s": 5.0, "videos": len(test), "hours": round(sum(v.duration for v in test) / 3600, 3),
+                  "build": build},
+        "features": {"extraction": extraction, "same_as_the_run_reads": True,
+                     "rendered": {"set": {"size": set_meta["size"], "fps": set_meta["fps"]},
+                                  "run_data": {"size": demo_meta["size"], "fps": demo_meta["fps"]}}},
+        "machine": machine(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    records = {}
+    for row, moments in (("windows", False), ("spans", True)):
+        predictions, per_query = answers(index_folder, queries, moments)
+        metrics = moment_metrics(predictions, truth)
+        record = {**common, "row": row, "query": "SearchableIndex.search(q, k=10, where=its video" +
+                  (", moments=True)" if moments else ")"), "cpu_ms_per_query": round(per_query, 2),
+                  "results": {row: {"moments": metrics, "n_queries": len(queries), "n_videos": len(test),
+                                    "table": {k: metrics[v] for k, v in TABLE.items()}}}}
+        write_json(RECORDS / row / f"seed_{seed}.json", record)
+        records[row] = record
+    return records
+
+
+def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -> dict:
+    """Row `spans_val`: the spans of row `spans` with the five span settings chosen on the set's val
+    split (the grid of bench/moment_spans.py, the best R1@0.5 then mAP; on a tie the grid's first) for
+    the `dual` run of `seed`, then the test queries answered once with them (`find_moments`, what
+    `search(q, moments=True)` runs, with those settings)."""
+    import itertools
+
+    import videotext
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moments import moment_metrics
+    from videotext.search.moment_search import find_moments, query_vector
+    from videotext.search.moments import SpanSettings, find_spans
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from moment_spans import GRID  # noqa: E402 - the grid the library's defaults were chosen from
+
+    run_dir = runs / "dual" / f"seed_{seed}"
+    base = RECORDS / "spans" / f"seed_{seed}.json"
+    if not base.is_file():
+        raise SystemExit(f"{base}: run `search --seeds {seed}` first (its run and test index are reused)")
+    dataset = VideoTextDataset.load(manifest)
+    val, test = dataset.split("val"), dataset.split("test")
+    store = linked_store(features, runs / "index-features")
+    val_index = runs / "index-val" / f"seed_{seed}"
+    if not (val_index / "published.json").is_file():
+        videotext.build_index(str(run_dir), val, val_index, features=store, window=10.0, progress=False, threads=1)
+    opened = videotext.open_index(val_index, threads=1)
+    cpu = time.process_time()
+    rows = [(q.qid, opened.track.scores(q.video.id, query_vector(opened.query_side, q.query)))
+            for q in val.moment_queries()]
+    truth = {q.qid: q.spans for q in val.moment_queries()}
+    grid = []
+    for values in itertools.product(*GRID.values()):
+        settings = SpanSettings(**dict(zip(GRID, values)))
+        predictions = {qid: [(s.start, s.end, s.score) for s in find_spans(*track, k=10, settings=settings)]
+                       for qid, track in rows}
+        metrics = moment_metrics(predictions, truth)
+        grid.append(((metrics["R1@0.5"], metrics["mAP"]), values, metrics))
+    choose_cpu = time.process_time() - cpu
+    best = max(grid, key=lambda item: item[0])  # max keeps the first of equals: the grid's cheaper setting
+    chosen = SpanSettings(**dict(zip(GRID, best[1])))
+    defaults = next(m for _, v, m in grid if SpanSettings(**dict(zip(GRID, v))) == SpanSettings())
+    opened = videotext.open_index(runs / "index" / f"seed_{seed}", threads=1).warm()
+    queries = test.moment_queries()
+    predictions, cpu = {}, time.process_time()
+    for q in queries:
+        hits = find_moments(opened.index, opened.track, query_vector(opened.query_side, q.query), 10,
+                            f'video_id == "{q.video.id}"', settings=chosen)
+        predictions[q.qid] = [(hit.start, hit.end, hit.score) for hit in hits]
+    per_query = 1000 * (time.process_time() - cpu) / len(queries)
+    metrics = moment_metrics(predictions, {q.qid: q.spans for q in queries})
+    record = {key: value for key, value in json.loads(base.read_text(encoding="utf-8")).items()
+              if key not in ("results", "row", "query", "cpu_ms_per_query")}
+    record.update({
+        "row": "spans_val", "query": "find_moments(index, track, q, 10, where=its video, settings=chosen on val)",
+        "grid": GRID, "chosen": {k: getattr(chosen, k) for k in GRID},
+        "val": {"n_queries": len(rows), "choose_cpu_s": round(choose_cpu, 1), "settings_tried": len(grid),
+                "chosen": {k: best[2][v] for k, v in TABLE.items()}, "defaults": {k: defaults[v] for k, v in TABLE.items()}},
+        "cpu_ms_per_query": round(per_query, 2),
+        "results": {"spans_val": {"moments": metrics, "n_queries": len(queries), "n_videos": len(test),
+                                  "table": {k: metrics[v] for k, v in TABLE.items()}}},
+        "machine": machine(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    })
+    write_json(RECORDS / "spans_val" / f"seed_{seed}.json", record)
+    return record
+
+
+def diagnose(run_dir: Path, checkpoint: str, manifest: Path, features: Path, queries: int) -> dict:
+    """A moment_detr run read in the window centred on each query's first span (an oracle window: no
+    other window to rank it against), for the first `queries` queries of train and of val: its top
+    span's R1@0.5 and mIoU there, and how often its top saliency step lies in a moment, against the
+    share of the window's steps that do (what a query-blind top step would hit)."""
+    import numpy as np
+    import torch
+
+    from videotext.data.features import FeatureStore
+    from videotext.data.loaders import VideoFeatures
+    from videotext.data.moment_batches import collate_windows, step_features, window_item
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moments import moment_metrics
+    from videotext.run_model import load_run
+
+    torch.set_num_threads(1)
+    method = load_run(run_dir, checkpoint=checkpoint, threads=1, device="cpu").method
+    dataset = VideoTextDataset.load(manifest)
+    steps_of = step_features(VideoFeatures(FeatureStore(features), method.experts, None))
+    meta = json.loads((run_dir / "checkpoints" / checkpoint / "meta.json").read_text(encoding="utf-8"))
+    out = {"run": _shown(run_dir), "checkpoint": checkpoint, "step": meta.get("step"), "epoch": meta.get("epoch"),
+           "negative_pair_weight": meta["model"].get("negative_pair_weight", 0.0), "queries_per_split": queries}
+    from videotext.train.trainer import read_metrics_log
+
+    out["val_curve"] = [[line["epoch"], line["moments"]["mAP"], line["moments"]["R1@0.5"], line["highlight"]["HIT@1"]]
+                        for line in read_metrics_log(run_dir) if line["kind"] == "val"]  # epoch, mAP, R1@0.5, HIT@1
+    for split in ("train", "val"):
+        predictions, truth, top_in, share = {}, {}, [], []
+        for q in dataset.split(split).moment_queries()[:queries]:
+            features_, step = steps_of(q.video)
+            total = next(iter(features_.values())).shape[0]
+            start = max(0, min(int((q.spans[0][0] + q.spans[0][1]) / 2 / step) - method.window // 2, total - method.window))
+            item = window_item(q, features_, step, start, method.window)
+            spans, scores, saliency = method.predict_windows(collate_windows([item], method.experts, method.window,
+                                                                             method.prepare_text))
+            offset, length = start * step, item.window_seconds
+            rows = [(offset + a * length, offset + b * length, c) for (a, b), c in zip(spans[0].tolist(), scores[0].tolist())]
+            predictions[q.qid] = sorted(rows, key=lambda r: -r[2])
+            truth[q.qid] = [(max(offset, a), min(offset + length, b)) for a, b in q.spans if b > offset and a < offset + length]
+            inside = np.array([any(a <= offset + (i + 0.5) * step < b for a, b in truth[q.qid]) for i in range(item.steps)])
+            top_in.append(bool(inside[int(saliency[0, : item.steps].argmax())]))
+            share.append(float(inside.mean()))
+        metrics = moment_metrics(predictions, truth)
+        out[split] = {"R1_50": metrics["R1@0.5"], "mIoU": metrics["mIoU"], "top_saliency_step_in_moment": 100 * float(np.mean(top_in)),
+                      "moment_steps_share": 100 * float(np.mean(share)), "n_queries": len(truth)}
+    return out
+
+
+def _seed_records(row: str) -> dict[int, dict]:
+    folder = RECORDS / row
+    return {int(p.stem.removeprefix("seed_")): json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(folder.glob("seed_*.json"))}
+
+
+def _costs(row: str, record: dict) -> dict:
+    """CPU-s of training, of the index build (none for the learned head: it reads the features), CPU-ms
+    per query (the head: predicting the test split, over its queries)."""
+    if row == "moment_detr":
+        return {"train_cpu_s": record["train_cpu_s"], "index_cpu_s": 0.0,
+                "cpu_ms_per_query": 1000 * record["predict_test_cpu_s"] / record["results"]["moment_detr"]["n_queries"]}
+    return {"train_cpu_s": record["train_cpu_s"], "index_cpu_s": record["index"]["build"]["cpu_s"],
+            "cpu_ms_per_query": record["cpu_ms_per_query"]}
+
+
+def make_table() -> dict:
+    """Mean ± std per row and paired differences between rows (module docstring)."""
+    from videotext.eval.compare import paired_difference
+    from videotext.eval.retrieval import aggregate_seeds
+
+    records = {row: _seed_records(row) for row in ROWS}
+    tables = {row: {seed: r["results"][row]["table"] for seed, r in found.items()} for row, found in records.items()}
+    out = {"benchmark": "moments", "split": "test", "columns": {k: TABLE[k] for k in QUOTED}, "rows": {}, "paired": {}}
+    for row, found in records.items():
+        if not found:
+            continue
+        per_seed = {seed: {**{k: t[k] for k in QUOTED}, **_costs(row, found[seed])} for seed, t in tables[row].items()}
+        out["rows"][row] = {"seeds": sorted(found), "n_queries": sorted({r["results"][row]["n_queries"] for r in found.values()}),
+                            "mean_std": aggregate_seeds(list(per_seed.values())), "per_seed": per_seed,
+                            "records": f"results/benchmark/moments/{row}/seed_<n>.json"}
+    for a, b in PAIRS:
+        if tables[a] and tables[b]:
+            out["paired"][f"{a} - {b}"] = {k: paired_difference(tables[a], tables[b], k) for k in QUOTED}
+    write_json(RECORDS / "table.json", out)
+    return out
+
+
+def print_table(table: dict) -> None:
+    def cell(v: dict) -> str:
+        return f"{v['mean']:.1f} ± {v['std']:.1f}" if v["n"] > 1 else f"{v['mean']:.1f}"
+
+    print("| row | seeds | " + " | ".join(TABLE[k] for k in QUOTED) + " | train CPU-s | index CPU-s | CPU-ms/query |")
+    for row, found in table["rows"].items():
+        ms = found["mean_std"]
+        print(f"| {row} | {len(found['seeds'])} | " + " | ".join(cell(ms[k]) for k in QUOTED) +
+              f" | {ms['train_cpu_s']['mean']:.0f} | {ms['index_cpu_s']['mean']:.0f} | {ms['cpu_ms_per_query']['mean']:.1f} |")
+    for pair, diffs in table["paired"].items():
+        cells = []
+        for k in QUOTED:
+            d = diffs[k]
+            interval = f" [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d["ci95"] else ""
+            cells.append(f"{TABLE[k]} {d['mean']:+.1f}{interval} (n={d['n']})")
+        print(f"{pair}: " + "; ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,15 +478,60 @@ def main() -> None:
     two.add_argument("--seeds", default="0,1,2")
     two.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments" / "moment_detr")
     two.add_argument("--set", dest="overrides", action="append", default=[], help="config override a.b=value")
+    three = sub.add_parser("search", help="fixed windows and training-free spans of the demo's run, per seed")
+    three.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
+    three.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
+    three.add_argument("--demo-data", type=Path, default=DEMO_DATA)
+    three.add_argument("--seeds", default="0,1,2")
+    three.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments")
+    three.add_argument("--choose-on-val", action="store_true",
+                       help="also row spans_val: the span settings chosen on the val split")
+    sub.add_parser("table", help="the rows side by side with paired differences")
+    four = sub.add_parser("diagnose", help="a moment_detr run in the window centred on each query's moment")
+    four.add_argument("runs", type=Path, nargs="+", help="moment_detr run folders")
+    four.add_argument("--checkpoint", default="best")
+    four.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
+    four.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
+    four.add_argument("--queries", type=int, default=200)
+    four.add_argument("--out", type=Path, default=RECORDS / "diagnosis.json")
     args = parser.parse_args()
     if args.command == "set":
         print(json.dumps(measure_set(args.manifest, args.extract_videos), indent=1))
+        return
+    if args.command == "diagnose":
+        found = [diagnose(run, args.checkpoint, args.manifest.absolute(), args.features.absolute(), args.queries)
+                 for run in args.runs]
+        write_json(args.out, {"runs": found, "machine": machine()})
+        for record in found:
+            print(record["run"], json.dumps({k: record[k] for k in ("train", "val")}))
+        return
+    if args.command == "table":
+        print_table(make_table())
+        return
+    if args.command == "search":
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            if all((RECORDS / row / f"seed_{seed}.json").is_file() for row in ("windows", "spans")):
+                print(f"seed {seed}: recorded already")
+                continue
+            records = search_seed(seed, args.manifest.absolute(), args.features.absolute(), args.demo_data.absolute(),
+                                  args.runs.absolute())  # not resolved: data/ may link elsewhere
+            for row, record in records.items():
+                print(f"seed {seed} {row}: " + json.dumps(record["results"][row]["table"]) +
+                      f" {record['cpu_ms_per_query']:.1f} CPU-ms/query", flush=True)
+        for seed in [int(s) for s in args.seeds.split(",")] if args.choose_on_val else []:
+            if (RECORDS / "spans_val" / f"seed_{seed}.json").is_file():
+                print(f"seed {seed} spans_val: recorded already")
+                continue
+            record = spans_chosen_on_val(seed, args.manifest.absolute(), args.features.absolute(), args.runs.absolute())
+            print(f"seed {seed} spans_val {record['chosen']}: " + json.dumps(record["results"]["spans_val"]["table"]) +
+                  f" (val {record['val']['chosen']['R1_50']:.1f} against {record['val']['defaults']['R1_50']:.1f} "
+                  f"with the defaults)", flush=True)
         return
     for seed in [int(s) for s in args.seeds.split(",")]:
         if (RECORDS / "moment_detr" / f"seed_{seed}.json").is_file():
             print(f"seed {seed}: recorded already")
             continue
-        record = train_seed(seed, args.manifest.resolve(), args.features.resolve(), args.overrides, args.runs)
+        record = train_seed(seed, args.manifest.absolute(), args.features.absolute(), args.overrides, args.runs)
         print(f"seed {seed}: " + json.dumps(record["results"]["moment_detr"]["table"]) +
               f" train {record['train_cpu_s']:.0f} CPU-s", flush=True)
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from videotext.losses.moment_detr import (
-    MatchWeights, cxw_to_xx, generalized_temporal_iou, hungarian_match, saliency_hinge, saliency_pairs, set_losses,
+    MatchWeights, cxw_to_xx, generalized_temporal_iou, hungarian_match, negative_pair_hinge, saliency_hinge,
+    saliency_pairs, set_losses,
     xx_to_cxw,
 )
 
@@ -53,3 +54,16 @@ def test_saliency_pairs_and_hinge():
     # window 1: both pairs separated by 1 ≥ 0.2 → 0; window 2: easy pair ≥ 0.9 → 0, hard pair 0.2 − 0.1 = 0.1
     loss = saliency_hinge(scores, saliency, mask, 0.2, torch.Generator().manual_seed(0))
     assert loss.item() == pytest.approx(0.1 / 2)
+
+
+def test_negative_pair_hinge_by_hand():
+    saliency = torch.tensor([[0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    own = torch.tensor([[0.0, 1.0, 0.5, 0.0], [0.0, 0.3, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    other = torch.tensor([[9.0, 0.5, 0.5, 9.0], [0.0, 0.0, 0.0, 0.0], [0.0, 5.0, 0.0, 0.0]])
+    paired = torch.tensor([True, True, False])  # the third window's other query is its own text
+    # window 1: relevant steps 1, 2 → max(0, .2 + .5 − 1) = 0 and max(0, .2 + .5 − .5) = .2 → mean .1;
+    # window 2: step 1 → max(0, .2 + 0 − .3) = 0; irrelevant steps never count
+    loss = negative_pair_hinge(own, other, saliency, mask, 0.2, paired)
+    assert loss.item() == pytest.approx((0.1 + 0.0) / 2)
+    assert negative_pair_hinge(own, other, saliency, mask, 0.2, torch.zeros(3, dtype=torch.bool)).item() == 0.0

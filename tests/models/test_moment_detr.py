@@ -13,6 +13,7 @@ from videotext.config import load_config
 from videotext.data.run_data import RunData
 from videotext.errors import VideoTextError
 from videotext.eval.moments import iou_matrix
+from videotext.losses.moment_detr import negative_pair_hinge
 from videotext.models import METHODS, build_method
 from videotext.train.trainer import Trainer
 
@@ -88,7 +89,8 @@ def test_fits_one_batch_of_windows(moments):
 
 
 def test_trains_selects_on_validation_and_tests_once(moments, tmp_path):
-    config = small_config(moments, "train.epochs=2", "train.batch_size=4", "train.eval_every=1", "optim.lr=0.001")
+    config = small_config(moments, "train.epochs=2", "train.batch_size=4", "train.eval_every=1", "optim.lr=0.001",
+                          "schedule.warmup_steps=2")  # the packaged warm-up is longer than these 6 steps
     config.out_dir = str(tmp_path / "run")
     result = Trainer(config, progress=False).fit()
     assert result["split"] == "test" and set(result["moments"]) >= {"R1@0.5", "R1@0.7", "R5@0.5", "mIoU", "mAP"}
@@ -100,3 +102,32 @@ def test_trains_selects_on_validation_and_tests_once(moments, tmp_path):
     assert [line for line in lines if line["kind"] == "train"][0]["giou"] > 0
     assert (tmp_path / "run" / "checkpoints" / "best").is_dir()
     assert json.loads((tmp_path / "run" / "test_metrics.json").read_text())["moments"] == result["moments"]
+
+
+def test_negative_pairs_read_the_windows_with_the_previous_windows_queries(moments):
+    """The mismatched pairs are the batch's queries rolled by one; a window whose rolled query is the
+    same text is left out; the term joins the loss only when asked for."""
+    config = small_config(moments, "model.negative_pair_weight=1.0")
+    data = RunData(config)
+    torch.manual_seed(0)
+    method = build_method(config.method, config.model, expert_dims=data.read_features.dims)
+    batch = method.train_batches(data.split("train"), data.read_features, 4, seed=0).batch(0, 0)
+    batch["text"] = method.prepare_text(["a red circle", "a blue star", "a blue star", "a red circle"])
+    rolled, paired = method.mismatched_texts(batch)
+    assert rolled["texts"] == ["a red circle", "a red circle", "a blue star", "a blue star"]
+    assert paired.tolist() == [False, True, False, True]
+    assert torch.equal(rolled["input_ids"][1], batch["text"]["input_ids"][0])
+    method.eval()  # no dropout: the own-query saliency of the loss is the one `encode` gives
+    torch.manual_seed(1)  # the saliency hinge draws its pairs
+    losses = method.loss(batch)
+    own, other = method.encode(batch)[3], method.encode(batch, rolled)[3]
+    assert not torch.allclose(own, other)  # the saliency reads the query
+    expected = negative_pair_hinge(own, other, batch["saliency"], batch["mask"], 0.2, paired)
+    assert losses["negative_pair"].item() == pytest.approx(expected.item(), abs=1e-6)
+    with_term = losses["loss"].item() - losses["negative_pair"].item()
+    off = build_method(config.method, {**config.model, "negative_pair_weight": 0.0}, expert_dims=data.read_features.dims)
+    off.load_state_dict(method.state_dict())
+    off.eval()
+    torch.manual_seed(1)
+    without = off.loss(batch)
+    assert "negative_pair" not in without and without["loss"].item() == pytest.approx(with_term, abs=1e-5)

@@ -145,6 +145,25 @@ def saliency_hinge(scores: torch.Tensor, saliency: torch.Tensor, mask: torch.Ten
     return torch.clamp(margin + neg - pos, min=0).sum(1).mean()
 
 
+def negative_pair_hinge(own: torch.Tensor, other: torch.Tensor, saliency: torch.Tensor, mask: torch.Tensor,
+                        margin: float, paired: torch.Tensor) -> torch.Tensor:
+    """Mean over windows of the mean, over its relevant steps, of max(0, Δ + s_other(t) − s_own(t)): a
+    step of the moment must score `margin` higher for its own query than for another query of the batch.
+
+    own, other [B, W]: step saliency under the window's query and under a mismatched one; saliency [B, W]
+    (> 0 = relevant); paired [B] bool: windows whose mismatched query is another text. Without this term
+    a head can satisfy the saliency hinge by telling events from idle steps, whatever the query says (a
+    video-query pair that does not match must score low: the negative pairs of QD-DETR, Moon et al. 2023,
+    here as a hinge at the relevant steps)."""
+    relevant = (saliency > 0) & mask & paired[:, None]  # [B, W]
+    counts = relevant.sum(1)  # [B]
+    rows = counts > 0
+    if not rows.any():
+        return own.sum() * 0.0
+    hinge = torch.clamp(margin + other - own, min=0) * relevant  # [B, W]
+    return (hinge.sum(1)[rows] / counts[rows]).mean()
+
+
 def window_step_mask(steps: Sequence[int], window: int) -> np.ndarray:
     """[B, W] True on the real steps of each window (its first `steps[b]`)."""
     return np.arange(window)[None, :] < np.asarray(steps)[:, None]

@@ -39,7 +39,7 @@ from videotext.config import ConfigError
 from videotext.data.moment_batches import MomentWindowBatches, step_features
 from videotext.errors import VideoTextError
 from videotext.losses.moment_detr import (
-    FOREGROUND, MatchWeights, cxw_to_xx, hungarian_match, saliency_hinge, set_losses,
+    FOREGROUND, MatchWeights, cxw_to_xx, hungarian_match, negative_pair_hinge, saliency_hinge, set_losses,
 )
 from videotext.models.base import Method
 from videotext.models.registry import register
@@ -67,6 +67,8 @@ class MomentDETRConfig:
     eos_weight: float = 0.1  # DETR's no-object weight (official eos_coef)
     saliency_weight: float = 1.0  # §4: λ_s
     saliency_margin: float = 0.2  # §4: Δ
+    negative_pair_weight: float = 0.0  # not the paper's (0 = off): a relevant step must score Δ higher for its
+    # own query than for another query of the batch (`losses.moment_detr.negative_pair_hinge`)
     aux_loss: bool = True  # losses at every decoder layer (DETR, official default)
     window_steps: int = 75  # official max_v_l: 75 clips of 2 s
     window_stride: float = 0.5  # windows of a long video start this fraction of a window apart
@@ -219,20 +221,29 @@ class MomentDETR(Method):
             parts.append(torch.stack([index / steps, (index + 1) / steps], dim=-1) * mask[..., None])
         return torch.cat(parts, dim=-1)
 
-    def forward_windows(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """{"logits" [L, B, Q, 2], "spans" [L, B, Q, 2] (centre, width in the window), "saliency" [B, W]}
-        for every decoder layer L (the last is the prediction)."""
+    def encode(self, batch: dict[str, Any], text_batch: dict[str, Any] | None = None,
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(memory [B, W + L, d], positions [B, W + L, d], padding [B, W + L], step saliency [B, W]) of the
+        windows read with their queries, or with `text_batch`'s (prepared texts, one per window)."""
+        text_batch = batch["text"] if text_batch is None else text_batch
         video_mask = batch["mask"]  # [B, W] True = real step
-        text_mask = batch["text"]["attention_mask"].bool()  # [B, L]
+        text_mask = text_batch["attention_mask"].bool()  # [B, L]
         video = self.video_proj(self.video_inputs_of(batch))  # [B, W, d]
-        tokens = F.normalize(self.text_encoder.token_features(batch["text"]).to(video.dtype), dim=-1)
+        tokens = F.normalize(self.text_encoder.token_features(text_batch).to(video.dtype), dim=-1)
         text = self.text_proj(tokens)  # [B, L, d]
         x = torch.cat([video, text], dim=1)  # [B, W + L, d]
         padding = ~torch.cat([video_mask, text_mask], dim=1)
         pos = torch.cat([sine_positions(video_mask, video.shape[-1]).to(video.dtype), torch.zeros_like(text)], dim=1)
         for layer in self.encoder:
             x = layer(x, pos, padding)
-        memory = x
+        saliency = self.saliency_head(x[:, : video.shape[1]]).squeeze(-1)  # [B, W]
+        return x, pos, padding, saliency.masked_fill(~video_mask, 0.0)
+
+    def forward_windows(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """{"logits" [L, B, Q, 2], "spans" [L, B, Q, 2] (centre, width in the window), "saliency" [B, W]}
+        for every decoder layer L (the last is the prediction)."""
+        memory, pos, padding, saliency = self.encode(batch)
+        x = memory
         query_pos = self.moment_queries.weight[None].expand(len(x), -1, -1)  # [B, Q, d]
         tgt = torch.zeros_like(query_pos)
         outputs = []
@@ -240,9 +251,18 @@ class MomentDETR(Method):
             tgt = layer(tgt, query_pos, memory, pos, padding)
             outputs.append(self.decoder_norm(tgt))
         states = torch.stack(outputs)  # [L, B, Q, d]
-        saliency = self.saliency_head(memory[:, : video.shape[1]]).squeeze(-1)  # [B, W]
-        return {"logits": self.class_head(states), "spans": self.span_head(states).sigmoid(),
-                "saliency": saliency.masked_fill(~video_mask, 0.0)}
+        return {"logits": self.class_head(states), "spans": self.span_head(states).sigmoid(), "saliency": saliency}
+
+    def mismatched_texts(self, batch: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
+        """The batch's prepared queries rolled by one (each window gets the previous window's query), and
+        [B] bool: the windows whose rolled query is another text (its token ids differ)."""
+        text = batch["text"]
+        rolled = {k: v.roll(1, 0) for k, v in text.items() if torch.is_tensor(v)}  # input_ids, attention_mask [B, L]
+        if "texts" in text:
+            rolled["texts"] = text["texts"][-1:] + text["texts"][:-1]
+        ids = text["input_ids"]
+        paired = (ids != rolled["input_ids"]).any(1)  # [B]
+        return rolled, paired.to(batch["mask"].device)
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         out = self.forward_windows(batch)
@@ -257,8 +277,14 @@ class MomentDETR(Method):
         saliency = saliency_hinge(out["saliency"], batch["saliency"], batch["mask"], cfg.saliency_margin)
         loss = (cfg.span_weight * parts["span"] + cfg.giou_weight * parts["giou"] + cfg.label_weight * parts["label"]
                 + cfg.saliency_weight * saliency)
-        return {"loss": loss, "span": parts["span"], "giou": parts["giou"], "label": parts["label"],
-                "saliency": saliency}
+        losses = {"span": parts["span"], "giou": parts["giou"], "label": parts["label"], "saliency": saliency}
+        if cfg.negative_pair_weight > 0 and len(batch["mask"]) > 1:
+            rolled, paired = self.mismatched_texts(batch)
+            other = self.encode(batch, rolled)[3]  # [B, W]
+            losses["negative_pair"] = negative_pair_hinge(out["saliency"], other, batch["saliency"], batch["mask"],
+                                                          cfg.saliency_margin, paired)
+            loss = loss + cfg.negative_pair_weight * losses["negative_pair"]
+        return {"loss": loss, **losses}
 
     @torch.inference_mode()
     def predict_windows(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
