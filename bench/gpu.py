@@ -106,6 +106,21 @@ def make_set(work: Path, videos: int, device: torch.device, workers: int) -> dic
             "failed": summary.get("failed", 0)}
 
 
+
+def timed_steps(trainer: Any, warm: list, prepared: list, device: torch.device) -> float:
+    """Seconds of the trainer's steps over `prepared` (forward, backward, optimiser step), after
+    untimed steps over `warm`; the device synchronised at both ends."""
+    for batch in warm:
+        trainer._forward_backward(batch, 1)
+        trainer._optimizer_step()
+    sync(device)
+    started = time.perf_counter()
+    for batch in prepared:
+        trainer._forward_backward(batch, 1)
+        trainer._optimizer_step()
+    sync(device)
+    return time.perf_counter() - started
+
 def train_steps(method: str, work: Path, device: torch.device, amp: str, steps: int,
                 batch_size: int | None = None, save_to: Path | None = None,
                 text_model: str | None = None) -> dict[str, Any]:
@@ -129,16 +144,7 @@ def train_steps(method: str, work: Path, device: torch.device, amp: str, steps: 
 
     available = max(1, epoch_length(batches, 0))
     prepared = [to_device(batches.batch(0, i % available), trainer.device) for i in range(steps)]
-    for batch in prepared:  # warm-up over the same batches: kernels chosen, caches (frozen text) filled
-        trainer._forward_backward(batch, 1)
-        trainer._optimizer_step()
-    sync(device)
-    started = time.perf_counter()
-    for batch in prepared:
-        trainer._forward_backward(batch, 1)
-        trainer._optimizer_step()
-    sync(device)
-    seconds = time.perf_counter() - started
+    seconds = timed_steps(trainer, prepared, prepared, device)  # warm-up: kernels chosen, frozen text cached
     if save_to is not None:  # a run folder of the trained state, for the index and query timings
         from videotext.config import save_config
         from videotext.train.checkpoint import save_checkpoint
@@ -161,7 +167,7 @@ def pixel_pipeline(work: Path, device: torch.device, steps: int, batch_size: int
     1 means decoding starves the device."""
     from videotext.config import load_config
     from videotext.runtime import pin_batch, to_device
-    from videotext.train.trainer import Trainer
+    from videotext.train.trainer import Trainer, epoch_length
 
     config = load_config("frozen/synthetic", [
         f"data.manifest={work / 'manifest.json'}", f"train.device={device}", "train.amp=bf16", "train.epochs=1000",
@@ -173,20 +179,11 @@ def pixel_pipeline(work: Path, device: torch.device, steps: int, batch_size: int
     frames_per_batch = batch_size * 4
     trainer.batches.batch(0, 0)  # warm-up: the decoders' first open
     started = time.perf_counter()
-    per_epoch = trainer.batches.epoch_length(0)  # a small set holds few batches: they are decoded again in turn
+    per_epoch = epoch_length(trainer.batches, 0)  # a small set holds few batches: they are decoded again in turn
     made = [pin_batch(trainer.batches.batch(0, (1 + i) % per_epoch)) for i in range(steps)]
     pipeline_s = time.perf_counter() - started
     prepared = [to_device(b, trainer.device, non_blocking=True) for b in made]
-    for batch in prepared[:2]:  # warm-up: kernels chosen
-        trainer._forward_backward(batch, 1)
-        trainer._optimizer_step()
-    sync(device)
-    started = time.perf_counter()
-    for batch in prepared:
-        trainer._forward_backward(batch, 1)
-        trainer._optimizer_step()
-    sync(device)
-    step_s = time.perf_counter() - started
+    step_s = timed_steps(trainer, prepared[:2], prepared, device)  # warm-up: kernels chosen
     made_fps, used_fps = steps * frames_per_batch / pipeline_s, steps * frames_per_batch / step_s
     return {"batch_size": batch_size, "frames_per_clip": 4, "size": 224, "batches": steps,
             "pipeline_frames_per_s": made_fps, "step_frames_per_s": used_fps, "pipeline_over_step": made_fps / used_fps}

@@ -142,3 +142,14 @@ def print_hits(hits: list, as_json: bool) -> None:
         if written:
             box = ", ".join(f"{v:.0f}" for v in written.get("box") or [])
             typer.echo(f"       written at {written['start']:.1f}s [{box}]: \"{written['text']}\"")
+
+
+def print_report(lines: list[str], errors: list) -> None:
+    """A check's report on stdout and each error as one red `error:` line on stderr; exit 2 when
+    there is an error (`videotext check`, `index check`)."""
+    for line in lines:
+        typer.echo(line)
+    for problem in errors:
+        typer.secho(f"error: {problem}", fg=typer.colors.RED, err=True)
+    if errors:
+        raise typer.Exit(2)

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from videotext.cli.common import (MOMENT_COLUMNS, app, benchmark_app, metrics_text, precision_option, split_list, threads_option,
+from videotext.cli.common import (MOMENT_COLUMNS, app, benchmark_app, metrics_text, precision_option, print_report, split_list, threads_option,
                                   user_errors)
 
 
@@ -171,12 +171,7 @@ def check_command(
     from videotext.apps.integrity import check_folder
 
     report = check_folder(path)
-    for line in report.lines():
-        typer.echo(line)
-    for problem in report.problems:
-        typer.secho(f"error: {problem}", fg=typer.colors.RED, err=True)
-    if report.problems:
-        raise typer.Exit(2)
+    print_report(report.lines(), report.problems)
 
 
 @app.command("configs")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from videotext.cli.common import (app, asr_engine_option, asr_model_option, index_app, precision_option, print_hits,
+from videotext.cli.common import (app, asr_engine_option, asr_model_option, index_app, precision_option, print_hits, print_report,
                                   threads_option, user_errors)
 from videotext.errors import VideoTextError
 
@@ -68,12 +68,7 @@ def index_check(
     from videotext.apps.index_folder import check_index
 
     report = check_index(index, source, progress=True)
-    for line in report.lines():
-        typer.echo(line)
-    for problem in report.damaged:
-        typer.secho(f"error: {problem}", fg=typer.colors.RED, err=True)
-    if report.damaged:
-        raise typer.Exit(2)
+    print_report(report.lines(), report.damaged)
     if not report.current:
         raise typer.Exit(1)
 
