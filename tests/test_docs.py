@@ -203,7 +203,7 @@ def test_manifest_example_loads(tmp_path: Path) -> None:
 
 
 # --- the tree speaks of the project ---------------------------------------------------------
-README_MAX_LINES = 160  # one screen to a first result; depth lives in docs/
+README_MAX_LINES = 70  # one screen to a first result; depth lives in docs/
 # development-process references (a numbered issue or stop, the time an issue was filed, "this"
 # stop) and references to files outside the repository (design notes beside the checkout); the
 # words are split here so that this file does not match itself
