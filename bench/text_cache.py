@@ -15,6 +15,7 @@ of both, the ratio, and the whole fill's seconds.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import tempfile
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "text_cache.json")
     args = parser.parse_args(argv)
     threads = set_threads(args.threads)
+    load_start = os.getloadavg()
 
     with tempfile.TemporaryDirectory() as folder:
         path = manifest(Path(folder) / "manifest.json", args.videos, args.per_video)
@@ -88,7 +90,8 @@ def main(argv: list[str] | None = None) -> dict:
                "videos": args.videos, "threads": threads, "precision": str(dtype or "fp32"),
                "fill_seconds": fill_s, "captions_per_s": rate,
                "reference": {"captions": len(sample), "seconds": reference_s, "captions_per_s": reference_rate},
-               "speedup": rate / reference_rate, "machine": platform.processor() or platform.machine()}
+               "speedup": rate / reference_rate, "machine": platform.processor() or platform.machine(),
+               "load_average_start": list(load_start), "load_average_end": list(os.getloadavg())}
     print(f"fill: {encoded} captions in {fill_s:.1f} s ({rate:.0f} captions/s, {results['precision']}, "
           f"{threads} threads); reference (training-order batches of 64, fp32) {reference_rate:.0f} captions/s "
           f"on {len(sample)}: ×{results['speedup']:.2f}")
