@@ -529,7 +529,7 @@ def test_threaded_row_counting_matches_brute_force(monkeypatch, tied):
     small one: 3 threads over many blocks of 2 rows, the last run shorter)."""
     sims, relevant = _kernel_case(300, 41, 300, tied)
     monkeypatch.setattr(retrieval, "_THREADED_ELEMENTS", 1)
-    monkeypatch.setattr(retrieval, "_threads", lambda: 3)
+    monkeypatch.setattr(retrieval, "counting_threads", lambda: 3)
     monkeypatch.setattr(retrieval, "_BLOCK_ELEMENTS", 600)
     mask = np.random.default_rng(2).random(len(sims)) < 0.7
     for ties in ("optimistic", "pessimistic", "average"):

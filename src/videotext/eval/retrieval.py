@@ -239,14 +239,14 @@ def _count_rows(
     sims: np.ndarray, cuts: np.ndarray, queries: np.ndarray, block_rows: int, removed: np.ndarray | None,
     known_ties: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """#targets > and >= each query's cut, a block of query rows at a time, on up to `_threads()`
+    """#targets > and >= each query's cut, a block of query rows at a time, on up to `counting_threads()`
     threads (numpy lets go of the GIL in its loops) for a large matrix, each a run of blocks."""
     n_targets = int(sims.shape[1])
     count_dtype = np.uint16 if n_targets < 1 << 16 else np.uint64
     greater = np.empty(len(queries), dtype=count_dtype)
     greater_equal = np.empty(len(queries), dtype=count_dtype)
     blocks = -(-len(queries) // block_rows)
-    workers = min(_threads(), blocks) if len(queries) * n_targets >= _THREADED_ELEMENTS else 1
+    workers = min(counting_threads(), blocks) if len(queries) * n_targets >= _THREADED_ELEMENTS else 1
     if workers <= 1:
         _count_row_blocks(sims, cuts, queries, block_rows, removed, known_ties, greater, greater_equal, 0, len(queries))
         return greater, greater_equal
@@ -310,7 +310,7 @@ def _count_row_blocks(
             greater_equal[start : start + c] += greater[start : start + c]
 
 
-def _threads() -> int:
+def counting_threads() -> int:
     """Threads that count a large matrix: the physical cores (`videotext.runtime`), at most 8."""
     from videotext.runtime import physical_cores  # torch: the metric alone imports numpy only
 
