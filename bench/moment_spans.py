@@ -19,6 +19,7 @@ test videos at once (right video and IoU >= 0.5).
 
     python bench/moment_spans.py                       # runs/demo; 8 + 8 videos of 20 clips (2 minutes)
     python bench/moment_spans.py --run RUN --videos 4 --clips 10
+    python bench/moment_spans.py --moment-context 3 --out results/search/moment_spans_context3.json
 
 Figures go to results/search/moment_spans.json; docs/search.md quotes them.
 """
@@ -81,13 +82,14 @@ def make_split(folder: Path, seed: int, videos: int, clips: int) -> list[dict]:
     return queries
 
 
-def built_index(run: Path, folder: Path) -> Path:
-    """The window index (and moment track) of folder/videos, built once."""
+def built_index(run: Path, folder: Path, context: int = 1) -> Path:
+    """The window index (and moment track, `context` steps a vector) of folder/videos, built once."""
     import videotext
 
     out = folder / "index"
     if not (out / "published.json").is_file():
-        report = videotext.build_index(str(run), folder / "videos", out, window=10.0, progress=False)
+        report = videotext.build_index(str(run), folder / "videos", out, window=10.0, progress=False,
+                                       moment_context=context)
         print("\n".join("  " + line for line in report.lines()), flush=True)
     return out
 
@@ -168,17 +170,19 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=20, help="6-s clips per long video")
     parser.add_argument("--cache", type=Path, default=ROOT / "bench" / "results" / "moments")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "search" / "moment_spans.json")
+    parser.add_argument("--moment-context", type=int, default=1,
+                        help="steps each moment-track vector encodes (`index build --moment-context`)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from videotext.search.moments import SpanSettings
 
-    rows = {}
+    rows, suffix = {}, "" if args.moment_context == 1 else f"-context{args.moment_context}"
     for split, seed in SPLIT_SEEDS.items():
-        folder = args.cache / f"{split}-{args.videos}x{args.clips}"
+        folder = args.cache / f"{split}-{args.videos}x{args.clips}{suffix}"
         queries = make_split(folder, seed, args.videos, args.clips)
         began = time.time()
-        rows[split] = prepared(built_index(args.run, folder), queries)
+        rows[split] = prepared(built_index(args.run, folder, args.moment_context), queries)
         print(f"{split}: {args.videos} videos of {args.clips * CLIP_SECONDS:.0f} s, {len(queries)} queries "
               f"(index and scores {time.time() - began:.0f} s)", flush=True)
 
@@ -194,6 +198,7 @@ def main() -> None:
         print(f"  next: {asdict(settings)}: {key[0]:.1f} / {key[1]:.1f}")
 
     result = {"bench": "moments", "run": str(args.run), "videos_per_split": args.videos, "clips_per_video": args.clips,
+              "moment_context": args.moment_context,
               "grid": GRID, "chosen": asdict(chosen), "defaults": asdict(SpanSettings()), "splits": {}}
     for split in ("validation", "test"):
         split_rows = rows[split]
@@ -204,7 +209,7 @@ def main() -> None:
             "windows": by_kind(split_rows, windows), "spans_chosen": by_kind(split_rows, spans),
             "spans_defaults": by_kind(split_rows, defaults),
             "spans_minus_windows_R1@0.5": paired_difference(defaults, windows)}
-    folder = args.cache / f"test-{args.videos}x{args.clips}"
+    folder = args.cache / f"test-{args.videos}x{args.clips}{suffix}"
     result["test_corpus"] = corpus_r1(folder / "index", json.loads((folder / "truth.json").read_text()))
     for split, table in result["splits"].items():
         for name in ("windows", "spans_chosen", "spans_defaults"):

@@ -32,7 +32,7 @@ class LoadedModel(RunModel):
         """Embed every video of a manifest / folder / dataset into the index folder `out` (in memory
         without one) and return the index store; `videotext.build_index` with this model, whose
         `BuildReport` is kept as `last_build`. `channels`: its `speech`, `asr_engine`, `asr_model`,
-        `text`, `ocr_engine` and `moments` options."""
+        `text`, `ocr_engine`, `moments` and `moment_context` options."""
         self.last_build = build_index(self, source, out, features=features_dir, update=update, window=window,
                                       stride=stride, store=store, collection=collection, lock_timeout=lock_timeout,
                                       progress=progress, **channels)

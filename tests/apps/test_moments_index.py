@@ -1,7 +1,8 @@
 """Moments through the index folder's owner: `index build` keeps the moment track (the run's encoding
 of every one-step clip), `search --moments`, `open_index(...).search(moments=True)` and
 `/search?moments=true` answer the same spans, an update encodes only new videos' steps, a whole-video
-build keeps only the videos whose every step it extracted (all of them with `--moments`), and every
+build keeps only the videos whose every step it extracted (all of them with `--moments`), a track built
+with `--moment-context 3` encodes the clip centred on each step and its updates keep that, and every
 entry carries its duration (an index built before keeps working; `--update` fills it)."""
 from __future__ import annotations
 
@@ -58,28 +59,71 @@ def windows(setup):
     return root / "windows", report
 
 
-def test_the_track_holds_the_runs_encoding_of_every_one_step_clip(setup, windows):
+def _clip_vectors(run, features, spans: list[tuple[int, int]]) -> np.ndarray:
+    """The run's unit index vectors of the clips [a, b) seconds of video NAMES[2]."""
     from videotext.data.features import FeatureStore
     from videotext.data.loaders import VideoFeatures
     from videotext.data.schema import Video, VideoTextDataset
     from videotext.inference import load_model
-    from videotext.search.moment_track import open_track
     from videotext.search.windows import WindowFeatures
+
+    model = load_model(run)
+    reader = VideoFeatures(FeatureStore(features), model.experts, MAX_STEPS)
+    video = Video(id=NAMES[2], path=f"{NAMES[2]}.mp4")
+    clips = VideoTextDataset("clips", [dataclasses.replace(video, id=f"s{t}", feature_key=f"s{t}", duration=b - a)
+                                       for t, (a, b) in enumerate(spans)])
+    clip_reader = WindowFeatures(reader, {f"s{t}": (NAMES[2], float(a), float(b)) for t, (a, b) in enumerate(spans)})
+    expected = model.encode_videos(clips, clip_reader).numpy()
+    return expected / np.linalg.norm(expected, axis=1, keepdims=True)
+
+
+def test_the_track_holds_the_runs_encoding_of_every_one_step_clip(setup, windows):
+    from videotext.search.moment_track import open_track
 
     _, run, _ = setup
     folder, report = windows
     assert "moment track: 18 steps of 3 videos (3 encoded, 0 kept)" in report.lines()
-    vectors, times = open_track(folder).video(NAMES[2])
+    track = open_track(folder)
+    assert track.context_steps == 1
+    vectors, times = track.video(NAMES[2])
     np.testing.assert_array_equal(times, [[t, t + 1] for t in range(6)])
-    model = load_model(run)
-    reader = VideoFeatures(FeatureStore(folder.with_name("windows.features")), model.experts, MAX_STEPS)
-    video = Video(id=NAMES[2], path=f"{NAMES[2]}.mp4")
-    clips = VideoTextDataset("clips", [dataclasses.replace(video, id=f"s{t}", feature_key=f"s{t}", duration=1.0)
-                                       for t in range(6)])
-    clip_reader = WindowFeatures(reader, {f"s{t}": (NAMES[2], float(t), float(t + 1)) for t in range(6)})
-    expected = model.encode_videos(clips, clip_reader).numpy()
-    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    expected = _clip_vectors(run, folder.with_name("windows.features"), [(t, t + 1) for t in range(6)])
     np.testing.assert_allclose(np.asarray(vectors, np.float32), expected, atol=2e-3)  # stored as float16
+
+
+def test_a_moment_context_encodes_the_clip_centred_on_each_step_and_updates_keep_it(setup, windows, tmp_path):
+    import videotext
+    from videotext.cli import app
+    from videotext.errors import VideoTextError
+    from videotext.search.moment_track import open_track
+
+    videos, run, _ = setup
+    features = windows[0].with_name("windows.features")
+    out = tmp_path / "context"
+    report = videotext.build_index(str(run), videos, out, features=features, window=3.0, moment_context=3,
+                                   progress=False)
+    assert "moment track: 18 steps of 3 videos (3 encoded, 0 kept)" in report.lines()
+    track = open_track(out)
+    assert track.context_steps == 3
+    vectors, times = track.video(NAMES[2])
+    np.testing.assert_array_equal(times, [[t, t + 1] for t in range(6)])  # each step keeps its own time
+    spans = [(max(0, t - 1), min(6, t + 2)) for t in range(6)]  # [0, 2), [0, 3), [1, 4) ... [4, 6): cut at the ends
+    np.testing.assert_allclose(np.asarray(vectors, np.float32), _clip_vectors(run, features, spans), atol=2e-3)
+    one_step = np.asarray(open_track(windows[0]).video(NAMES[2])[0], np.float32)
+    assert np.abs(one_step - np.asarray(vectors, np.float32)).max() > 0.01  # the context changes the vectors
+    report = videotext.build_index(str(run), videos, out, features=features, window=3.0, update=True, progress=False)
+    assert "moment track: 18 steps of 3 videos (0 encoded, 3 kept)" in report.lines()  # an update keeps context 3
+    assert open_track(out).context_steps == 3
+    report = videotext.build_index(str(run), videos, out, features=features, window=3.0, update=True,
+                                   moment_context=1, progress=False)
+    assert "moment track: 18 steps of 3 videos (3 encoded, 0 kept)" in report.lines()  # another context: anew
+    np.testing.assert_array_equal(open_track(out).video(NAMES[2])[0], open_track(windows[0]).video(NAMES[2])[0])
+    with pytest.raises(VideoTextError, match=r"odd number of steps >= 1 \(--moment-context\), got 2"):
+        videotext.build_index(str(run), videos, tmp_path / "even", window=3.0, moment_context=2, progress=False)
+    printed = CliRunner().invoke(app, ["index", "build", str(run), str(videos), "-o", str(tmp_path / "even"),
+                                       "--window", "3", "--moment-context", "4"])
+    assert printed.exit_code != 0 and "got 4" in printed.output
+    assert not (tmp_path / "even").exists()
 
 
 def test_the_cli_python_and_http_answer_the_same_moments(windows):

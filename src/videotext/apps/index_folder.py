@@ -46,7 +46,7 @@ from videotext.search.index import open_store
 from videotext.search.live import published_version, publish
 from videotext.search.milvus import DEFAULT_COLLECTION
 from videotext.search.moment_search import find_moments, query_vector
-from videotext.search.moment_track import MomentTrack, open_track
+from videotext.search.moment_track import MomentTrack, check_context_steps, open_track
 from videotext.search.query_encoder import META_FILE, QUERY_FOLDER, exported_searcher, export_is_current
 from videotext.search.runs import run_behind
 from videotext.search.shortlist import like_entry
@@ -113,7 +113,7 @@ def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = 
                 speech: bool = False, asr_engine: str = "whisper", asr_model: str | None = None,
                 text: bool = False, ocr_engine: str = DEFAULT_ENGINE, lock_timeout: float = 600.0,
                 progress: bool = True, precision: str | None = None, threads: int | None = None,
-                moments: bool = False) -> BuildReport:
+                moments: bool = False, moment_context: int | None = None) -> BuildReport:
     """Build (or with `update`, bring up to date) the index folder `out` from the videos of `source`
     (a folder, a manifest or a `VideoTextDataset`; with `update`, by default what the index was built
     from) with `model` (a loaded run, or a run folder loaded here at `precision` / `threads`).
@@ -123,7 +123,8 @@ def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = 
     or a Milvus server URI with `collection`) and the moment track (one vector per step of each video,
     from the features at hand: a window build extracts every step; a whole-video build only with
     `moments`, else those the method reads, so the track then leaves out videos with more steps than
-    that), then the query encoder, then what is said (`speech`: subtitles, else `asr_engine` /
+    that; each step's vector encodes `moment_context` steps centred on it, default 1, on an update the
+    track's own), then the query encoder, then what is said (`speech`: subtitles, else `asr_engine` /
     `asr_model`) and what is written (`text`: `ocr_engine`), then the
     published version, all under one writer lock (a second writer waits `lock_timeout` seconds, then
     stops with one line naming the holder). Features go to `features` (default `OUT.features`). Without
@@ -131,6 +132,8 @@ def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = 
     rank 0 writes."""
     import videotext.distributed as dist  # torch: never on the opening path
 
+    if moment_context is not None:
+        check_context_steps(moment_context)  # before any work
     if source is None:  # an update of what the index was built from
         source = _recorded_source(out) if update and out is not None else None
         if source is None:
@@ -143,12 +146,13 @@ def build_index(model: Any, source: Any = None, out: str | os.PathLike | None = 
         if dist.env_world_size() > 1:
             model.join_ranks()
         return _build(model, source, out, writes, features, update, window, stride, store, collection, speech,
-                      asr_engine, asr_model, text, ocr_engine, progress, moments)
+                      asr_engine, asr_model, text, ocr_engine, progress, moments, moment_context)
 
 
 def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool, features: Any, update: bool,
            window: float | None, stride: float | None, store: str, collection: str, speech: bool, asr_engine: str,
-           asr_model: str | None, text: bool, ocr_engine: str, progress: bool, moments: bool) -> BuildReport:
+           asr_model: str | None, text: bool, ocr_engine: str, progress: bool, moments: bool,
+           moment_context: int | None = None) -> BuildReport:
     """The steps of a build, in the folder's order, under the lock `build_index` holds."""
     import videotext.search.build as vectors  # torch: off the opening path
     import videotext.search.moment_build as track  # torch (the run's encoder): off the opening path
@@ -162,7 +166,7 @@ def _build(model: Any, source: Any, out: str | os.PathLike | None, writes: bool,
         return report
     features_dir = Path(features) if features is not None else vectors.features_folder(out, model.run_dir)
     report.moments = track.build_moment_track(model, index, vectors.read_source(source), out, features_dir,
-                                              progress=progress)
+                                              progress=progress, context_steps=moment_context)
     report.query_encoder = export_query_side(model, out)
     if speech:
         report.speech = channels.build_spoken_index(index, out, features_dir, asr_engine, asr_model, progress=progress)

@@ -42,6 +42,9 @@ def index_build(
     moments: bool = typer.Option(False, "--moments", help="Extract every step of whole videos, so `search "
                                                           "--moments` finds spans in them (a --window build "
                                                           "always can; docs/search.md)."),
+    moment_context: Optional[int] = typer.Option(None, "--moment-context", help="Steps of the clip that gives "
+                                                 "each step its vector for --moments (odd; default 1, an update "
+                                                 "keeps the index's; docs/search.md)."),
 ) -> None:
     """Embed every video of a folder or manifest (extracting features as needed) into an index."""
     from videotext.apps.index_folder import build_index
@@ -49,7 +52,7 @@ def index_build(
     report = build_index(run_dir, source, out, features=features, update=update, window=window, stride=stride,
                          store=store, collection=collection, speech=speech, asr_engine=asr_engine, asr_model=asr_model,
                          text=text, ocr_engine=ocr_engine, lock_timeout=lock_timeout, precision=precision,
-                         threads=threads, moments=moments)
+                         threads=threads, moments=moments, moment_context=moment_context)
     for line in report.lines():
         typer.echo(line)
 

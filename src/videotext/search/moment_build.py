@@ -2,9 +2,13 @@
 every indexed video, from the features the build has just extracted, so a search for moments needs
 no second extraction and no model.
 
-A step's vector is the run's index vector of the clip made of that one step, encoded as `--window`
-encodes its clips (`search.windows.window_clips` with the window and stride one step long), through
-the model's `IndexModel` calls only. An update encodes the steps of new and changed videos and copies
+A step's vector is the run's index vector of the clip of `context_steps` steps centred on that step
+(cut at the video's ends; default 1, the step alone), encoded as `--window` encodes its clips
+(`search.windows.window_clips`, one step apart), through the model's `IndexModel` calls only. More
+context suits events of several steps and blurs shorter ones: on the long-video moment set's val
+split (events of 2-8 s) three steps found more spans than one for each of three runs, on the 1-3 s
+events of `bench/moment_spans.py` fewer (docs/moments.md), so it is a build option
+(`index build --moment-context`), kept in the track and by its updates. An update encodes the steps of new and changed videos and copies
 the rows of the others from the previous track (same weights, same file hash).
 
 The track needs every step of each video: a whole-video build of a method that reads a few frames
@@ -14,6 +18,7 @@ that many steps is left out of the track (`index build --moments` extracts every
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -25,12 +30,13 @@ from videotext.data.features import FeatureStore
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import VideoTextDataset
 from videotext.errors import VideoTextError
-from videotext.search.moment_track import MomentTrack, TrackWriter, open_track, remove_track
+from videotext.search.moment_track import MomentTrack, TrackWriter, check_context_steps, open_track, remove_track
 from videotext.search.windows import window_clips
 
 CLIPS_PER_PASS = 2048  # step clips encoded at once: a 10-hour video is 18 passes of bounded memory
 DEFAULT_STEP = 1.0  # seconds per step where no expert stores two steps of a video
 UNCAPPED = 1 << 20  # steps a clip may hold for a model that names no cap (`RunModel.max_steps` does)
+CONTEXT_STEPS = 1  # steps in the clip that gives a step its vector, by default (odd; module docstring)
 
 
 def step_caps(model: Any, store: FeatureStore) -> dict[str, int]:
@@ -65,16 +71,21 @@ def step_seconds(store: FeatureStore, experts: list[str], key: str) -> float:
 
 
 def build_moment_track(model: Any, index: Any, dataset: VideoTextDataset, out: str | os.PathLike,
-                       features_dir: str | os.PathLike, progress: bool = True) -> dict[str, Any]:
+                       features_dir: str | os.PathLike, progress: bool = True,
+                       context_steps: int | None = None) -> dict[str, Any]:
     """Keep the moment track of the index `index` (folder `out`) for the videos of `dataset` it holds:
-    a video's rows are copied from the previous track when they came from the same weights and file,
-    else encoded from its features in `features_dir` (never extracted here). Returns a summary:
+    a video's rows are copied from the previous track when they came from the same weights, file and
+    `context_steps` (None: the previous track's, else CONTEXT_STEPS), else encoded from its features
+    in `features_dir` (never extracted here). Returns a summary:
     `videos`, `steps`, `encoded` (videos whose steps were encoded now), `kept` (copied) and `left_out`
     (videos whose features hold only some of their steps, or none)."""
     store = FeatureStore(features_dir)
     caps = step_caps(model, store) if Path(features_dir).is_dir() else {}
     source = weights_source(model)
-    previous = _previous(out, source)
+    if context_steps is None:
+        context_steps = _previous_context(out)
+    check_context_steps(context_steps)
+    previous = _previous(out, source, context_steps)
     indexed = {entry.video_id: entry for entry in index.entries()}
     plan = []  # (video, video id, file hash, True: copy its previous rows)
     for video in dataset:
@@ -95,25 +106,36 @@ def build_moment_track(model: Any, index: Any, dataset: VideoTextDataset, out: s
         return {**summary, "steps": 0}
     if previous is not None and [(i, d) for _, i, d, _ in plan] == [(i, previous.hashes[i]) for i in previous.rows]:
         return {**summary, "steps": previous.steps}  # the track as it is
-    with TrackWriter(out, index.dim, source) as writer:
+    with TrackWriter(out, index.dim, source, context_steps) as writer:
         for video, video_id, digest, copy in tqdm(plan, desc="moment track", unit="video",
                                                   disable=not progress or len(plan) < 2):
             if copy:
                 vectors, times = previous.video(video_id)
             else:
-                vectors, times = step_vectors(model, dataset.subset([video.id]), store, index.dim)
+                vectors, times = step_vectors(model, dataset.subset([video.id]), store, index.dim, context_steps)
             writer.add(video_id, vectors, times, digest)
         writer.finish()
     return {**summary, "steps": writer.steps}
 
 
-def _previous(out: str | os.PathLike, source: str) -> MomentTrack | None:
-    """The folder's previous track when its vectors come from the same weights (else None)."""
+def _previous_context(out: str | os.PathLike) -> int:
+    """The context of the folder's track (an update keeps it), CONTEXT_STEPS without a readable one."""
+    try:
+        track = open_track(out)
+    except VideoTextError:
+        return CONTEXT_STEPS
+    return track.context_steps if track is not None else CONTEXT_STEPS
+
+
+def _previous(out: str | os.PathLike, source: str, context_steps: int) -> MomentTrack | None:
+    """The folder's previous track when its vectors come from the same weights and context (else None)."""
     try:
         track = open_track(out)
     except VideoTextError:  # a damaged track is made again, never read
         return None
-    return track if track is not None and track.source == source else None
+    if track is None or track.source != source or track.context_steps != context_steps:
+        return None
+    return track
 
 
 class OneVideo:
@@ -146,18 +168,26 @@ class OneVideo:
         return features[rows].astype(np.float32), times[rows]
 
 
-def step_vectors(model: Any, video: VideoTextDataset, store: FeatureStore, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def step_vectors(model: Any, video: VideoTextDataset, store: FeatureStore, dim: int,
+                 context_steps: int = CONTEXT_STEPS) -> tuple[np.ndarray, np.ndarray]:
     """One video's step vectors [T, D] (float16, unit rows) and step times [T, 2]: the index vector of
-    each one-step clip, encoded CLIPS_PER_PASS clips at a time."""
+    the clip of `context_steps` steps centred on each step (fewer at the ends), encoded CLIPS_PER_PASS
+    clips at a time."""
     key = next(iter(video)).key
     step = step_seconds(store, model.experts, key)
     # the features are in the store already; read whole once, not once per step clip. Not through
     # `features_for`: under torchrun only rank 0 keeps the track, and that call is a collective
     reader = VideoFeatures(OneVideo(store, model.experts, key), model.experts,
                            getattr(model, "max_steps", None) or UNCAPPED)
-    clips, clip_reader = window_clips(video, reader, step, step)
+    clips, clip_reader = window_clips(video, reader, step, step)  # one clip a step
     ids = [clip.id for clip in clips]
     times = np.asarray([[clip.meta["start"], clip.meta["end"]] for clip in clips], np.float32).reshape(-1, 2)
+    half, widened = context_steps // 2, []
+    for k, clip in enumerate(clips):  # each step's clip widened to its context; the step keeps its own time
+        start, end = float(times[max(0, k - half), 0]), float(times[min(len(ids) - 1, k + half), 1])
+        clip_reader.windows[clip.id] = (clip_reader.windows[clip.id][0], start, end)
+        widened.append(dataclasses.replace(clip, duration=end - start))
+    clips = VideoTextDataset(clips.name, widened, clips.splits, root=clips.root)
     parts = []
     for first in range(0, len(ids), CLIPS_PER_PASS):
         embedding = model.video_embedding(clips.subset(ids[first : first + CLIPS_PER_PASS]), clip_reader)

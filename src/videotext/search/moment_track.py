@@ -1,12 +1,14 @@
 """The moment track of an index folder: one vector per step of every indexed video, what a search for
 moments scores a query against (`search.moments` turns the scores into spans).
 
-A step's vector is the run's index vector of the clip made of that one step (the `--window` encoding
-of a clip one step long, `search.moment_build`), L2-normalised, so the query's cosine with it is
-comparable with its cosine with whole videos and windows. It lives in `INDEX/moments/`:
+A step's vector is the run's index vector of the clip of a few steps centred on that step (the
+`--window` encoding of that clip, `search.moment_build`; how many: `context_steps`), L2-normalised,
+so the query's cosine with it is comparable with its cosine with whole videos and windows. It lives
+in `INDEX/moments/`:
 
     track.json            format, version, dim, the weights the vectors came from (`source`), the
-                          file names of this generation, and per video [id, first row, rows, hash]
+                          steps of each vector's clip (`context_steps`; absent: 1), the file names
+                          of this generation, and per video [id, first row, rows, hash]
     vectors-<gen>.f16     [S, D] float16, the videos' steps one after the other (raw, row-major)
     times-<gen>.f32       [S, 2] float32, each step's start and end in seconds
 
@@ -26,7 +28,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from videotext.errors import DataFormatError
+from videotext.errors import DataFormatError, VideoTextError
 from videotext.io import write_json
 
 TRACK_FOLDER = "moments"  # in an index folder
@@ -47,6 +49,7 @@ class MomentTrack:
             if info.get("format") != FORMAT or int(info.get("version", 0)) > VERSION:
                 raise DataFormatError(path, "format", f"is not a {FORMAT} file of version <= {VERSION}; {REMEDY}")
             self.dim, self.steps, self.source = int(info["dim"]), int(info["steps"]), info.get("source")
+            self.context_steps = int(info.get("context_steps", 1))  # tracks written before it was kept: 1
             self.rows: dict[str, tuple[int, int]] = {}  # video id -> (first row, rows)
             self.hashes: dict[str, str | None] = {}
             for video_id, first, count, digest in info["videos"]:
@@ -75,6 +78,14 @@ class MomentTrack:
         vectors, times = self.video(video_id)
         scores = np.asarray(vectors, dtype=np.float32) @ np.asarray(query, dtype=np.float32)
         return scores, np.asarray(times[:, 0], np.float64), np.asarray(times[:, 1], np.float64)
+
+
+def check_context_steps(context_steps: int) -> None:
+    """One clear error for a track context that is not an odd number of steps >= 1."""
+    if isinstance(context_steps, bool) or not isinstance(context_steps, int) or context_steps < 1 \
+            or context_steps % 2 == 0:
+        raise VideoTextError(f"moment track: the context must be an odd number of steps >= 1 (--moment-context), "
+                             f"got {context_steps!r}")
 
 
 def _memmap(path: Path, dtype: Any, shape: tuple[int, int]) -> np.ndarray:
@@ -111,10 +122,10 @@ class TrackWriter:
     `add` appends a video's rows to the data files, `finish` writes `track.json` naming them and
     removes the older generations. Use as a context manager: an exception leaves the old track."""
 
-    def __init__(self, index_folder: str | os.PathLike, dim: int, source: str | None):
+    def __init__(self, index_folder: str | os.PathLike, dim: int, source: str | None, context_steps: int = 1):
         self.folder = Path(index_folder) / TRACK_FOLDER
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.dim, self.source = int(dim), source
+        self.dim, self.source, self.context_steps = int(dim), source, int(context_steps)
         generation = uuid.uuid4().hex[:12]
         self.names = {"vectors": f"vectors-{generation}.f16", "times": f"times-{generation}.f32"}
         self._vectors = open(self.folder / self.names["vectors"], "wb")
@@ -150,7 +161,8 @@ class TrackWriter:
             handle.flush()
             os.fsync(handle.fileno())
         write_json(self.folder / TRACK_FILE, {"format": FORMAT, "version": VERSION, "dim": self.dim,
-                                              "steps": self.steps, "source": self.source, **self.names,
+                                              "steps": self.steps, "source": self.source,
+                                              "context_steps": self.context_steps, **self.names,
                                               "videos": self.videos}, indent=None)
         for stale in _data_files(self.folder):
             if stale.name not in self.names.values():
