@@ -38,8 +38,9 @@ Per seed it writes ``results/benchmark/moments/{windows,spans}/seed_S.json`` (me
 `videotext.eval.moments`, the run's training CPU-s, the index build's CPU-s, CPU-ms per query).
 `table` reads the three rows' records and writes ``results/benchmark/moments/table.json``: mean ± std
 over seeds, and the paired differences between rows seed by seed with their 95 % Student-t interval
-(`videotext.eval.compare.paired_difference`). `search --choose-on-val` adds row `spans_val`: the five
-span settings chosen on the set's val split for each run (`spans_chosen_on_val`). `diagnose` reads
+(`videotext.eval.compare.paired_difference`). `search --choose-on-val` adds row `spans_val`: the
+moment track's context (`index build --moment-context`: 1, 3, 5 or 9 steps) and the five span
+settings chosen together on the set's val split for each run (`spans_chosen_on_val`). `diagnose` reads
 moment_detr runs in the window centred on each query's moment (`diagnose`), into
 ``results/benchmark/moments/diagnosis.json``.
 """
@@ -62,6 +63,7 @@ from videotext.io import write_json  # noqa: E402
 RECORDS = ROOT / "results" / "benchmark" / "moments"
 EXTRACT_OPTIONS = {"appearance": {"input_size": 96}, "motion": {"flow_size": 64, "frames_per_step": 3}}
 EXPERTS = ["appearance", "motion", "audio"]
+CONTEXTS = (1, 3, 5, 9)  # moment-track contexts (`index build --moment-context`) row spans_val chooses among
 #: citable names (no dots) of the moment metrics, as the docs quote them
 TABLE = {"R1_30": "R1@0.3", "R1_50": "R1@0.5", "R1_70": "R1@0.7", "R5_30": "R5@0.3", "R5_50": "R5@0.5",
          "R5_70": "R5@0.7", "mIoU": "mIoU", "mAP_50": "mAP@0.5", "mAP_75": "mAP@0.75", "mAP": "mAP"}
@@ -295,21 +297,54 @@ def search_seed(seed: int, manifest: Path, features: Path, demo_data: Path, runs
     return records
 
 
-def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -> dict:
-    """Row `spans_val`: the spans of row `spans` with the five span settings chosen on the set's val
-    split (the grid of bench/moment_spans.py, the best R1@0.5 then mAP; on a tie the grid's first) for
-    the `dual` run of `seed`, then the test queries answered once with them (`find_moments`, what
-    `search(q, moments=True)` runs, with those settings)."""
+def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
+    """The grid of bench/moment_spans.py over the queries `rows` ([(qid, (scores, starts, ends))]):
+    (the best (key, settings, metrics) by R1@0.5 then mAP, on a tie the grid's first, so the cheaper;
+    every entry of the grid)."""
     import itertools
 
-    import videotext
-    from videotext.data.schema import VideoTextDataset
     from videotext.eval.moments import moment_metrics
-    from videotext.search.moment_search import find_moments, query_vector
     from videotext.search.moments import SpanSettings, find_spans
 
     sys.path.insert(0, str(ROOT / "bench"))
     from moment_spans import GRID  # noqa: E402 - the grid the library's defaults were chosen from
+
+    grid = []
+    for values in itertools.product(*GRID.values()):
+        settings = SpanSettings(**dict(zip(GRID, values)))
+        predictions = {qid: [(s.start, s.end, s.score) for s in find_spans(*track, k=10, settings=settings)]
+                       for qid, track in rows}
+        metrics = moment_metrics(predictions, truth)
+        grid.append(((metrics["R1@0.5"], metrics["mAP"]), values, metrics))
+    return max(grid, key=lambda item: item[0]), grid  # max keeps the first of equals
+
+
+def window_index(run_dir: Path, videos, store: Path, folder: Path, context: int) -> Path:
+    """The `--window 10` index of `videos` for the run `run_dir`, its moment track of `context` steps
+    a vector (built once, then reused)."""
+    import videotext
+
+    if not (folder / "published.json").is_file():
+        videotext.build_index(str(run_dir), videos, folder, features=store, window=10.0, progress=False, threads=1,
+                              moment_context=context)
+    return folder
+
+
+def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -> dict:
+    """Row `spans_val`: the spans of row `spans` with the moment track's context (CONTEXTS) and the
+    five span settings chosen together on the set's val split (for each context a val index, the
+    grid of bench/moment_spans.py; the best R1@0.5 then mAP; on a tie the first, so the shorter
+    context and the cheaper setting) for the `dual` run of `seed`, then the test videos indexed with
+    that context and the test queries answered once (`find_moments`, what `search(q, moments=True)`
+    runs, with those settings)."""
+    import videotext
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moments import moment_metrics
+    from videotext.search.moment_search import find_moments, query_vector
+    from videotext.search.moments import SpanSettings
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from moment_spans import GRID  # noqa: E402
 
     run_dir = runs / "dual" / f"seed_{seed}"
     base = RECORDS / "spans" / f"seed_{seed}.json"
@@ -318,26 +353,23 @@ def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -
     dataset = VideoTextDataset.load(manifest)
     val, test = dataset.split("val"), dataset.split("test")
     store = linked_store(features, runs / "index-features")
-    val_index = runs / "index-val" / f"seed_{seed}"
-    if not (val_index / "published.json").is_file():
-        videotext.build_index(str(run_dir), val, val_index, features=store, window=10.0, progress=False, threads=1)
-    opened = videotext.open_index(val_index, threads=1)
-    cpu = time.process_time()
-    rows = [(q.qid, opened.track.scores(q.video.id, query_vector(opened.query_side, q.query)))
-            for q in val.moment_queries()]
     truth = {q.qid: q.spans for q in val.moment_queries()}
-    grid = []
-    for values in itertools.product(*GRID.values()):
-        settings = SpanSettings(**dict(zip(GRID, values)))
-        predictions = {qid: [(s.start, s.end, s.score) for s in find_spans(*track, k=10, settings=settings)]
-                       for qid, track in rows}
-        metrics = moment_metrics(predictions, truth)
-        grid.append(((metrics["R1@0.5"], metrics["mAP"]), values, metrics))
+    by_context, cpu = {}, time.process_time()
+    for context in CONTEXTS:
+        folder = runs / "index-val" / (f"seed_{seed}" if context == 1 else f"seed_{seed}-context{context}")
+        opened = videotext.open_index(window_index(run_dir, val, store, folder, context), threads=1)
+        rows = [(q.qid, opened.track.scores(q.video.id, query_vector(opened.query_side, q.query)))
+                for q in val.moment_queries()]
+        by_context[context] = choose_span_settings(rows, truth)
     choose_cpu = time.process_time() - cpu
-    best = max(grid, key=lambda item: item[0])  # max keeps the first of equals: the grid's cheaper setting
+    context = max(CONTEXTS, key=lambda c: by_context[c][0][0])  # max keeps the first of equals
+    best, grid = by_context[context]
     chosen = SpanSettings(**dict(zip(GRID, best[1])))
-    defaults = next(m for _, v, m in grid if SpanSettings(**dict(zip(GRID, v))) == SpanSettings())
-    opened = videotext.open_index(runs / "index" / f"seed_{seed}", threads=1).warm()
+    defaults = next(m for _, v, m in by_context[1][1] if SpanSettings(**dict(zip(GRID, v))) == SpanSettings())
+    test_index = runs / "index" / f"seed_{seed}"
+    if context != 1:
+        test_index = window_index(run_dir, test, store, runs / f"index-context{context}" / f"seed_{seed}", context)
+    opened = videotext.open_index(test_index, threads=1).warm()
     queries = test.moment_queries()
     predictions, cpu = {}, time.process_time()
     for q in queries:
@@ -350,9 +382,15 @@ def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -
               if key not in ("results", "row", "query", "cpu_ms_per_query")}
     record.update({
         "row": "spans_val", "query": "find_moments(index, track, q, 10, where=its video, settings=chosen on val)",
-        "grid": GRID, "chosen": {k: getattr(chosen, k) for k in GRID},
-        "val": {"n_queries": len(rows), "choose_cpu_s": round(choose_cpu, 1), "settings_tried": len(grid),
-                "chosen": {k: best[2][v] for k, v in TABLE.items()}, "defaults": {k: defaults[v] for k, v in TABLE.items()}},
+        "grid": {"moment_context": list(CONTEXTS), **GRID},
+        "chosen": {"moment_context": context, **{k: getattr(chosen, k) for k in GRID}},
+        "test_index": _shown(test_index),
+        "val": {"n_queries": len(truth), "choose_cpu_s": round(choose_cpu, 1),
+                "settings_tried": sum(len(g) for _, g in by_context.values()),
+                "chosen": {k: best[2][v] for k, v in TABLE.items()}, "defaults": {k: defaults[v] for k, v in TABLE.items()},
+                "best_by_context": {str(c): {"settings": dict(zip(GRID, by_context[c][0][1])),
+                                             **{k: by_context[c][0][2][v] for k, v in TABLE.items()}}
+                                    for c in CONTEXTS}},
         "cpu_ms_per_query": round(per_query, 2),
         "results": {"spans_val": {"moments": metrics, "n_queries": len(queries), "n_videos": len(test),
                                   "table": {k: metrics[v] for k, v in TABLE.items()}}},
