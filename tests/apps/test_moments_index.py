@@ -118,6 +118,12 @@ def test_a_moment_context_encodes_the_clip_centred_on_each_step_and_updates_keep
                                    moment_context=1, progress=False)
     assert "moment track: 18 steps of 3 videos (3 encoded, 0 kept)" in report.lines()  # another context: anew
     np.testing.assert_array_equal(open_track(out).video(NAMES[2])[0], open_track(windows[0]).video(NAMES[2])[0])
+    info = json.loads((out / "moments" / "track.json").read_text())
+    del info["context_steps"]  # a track written before the context was kept: its vectors are one-step ones
+    (out / "moments" / "track.json").write_text(json.dumps(info))
+    assert open_track(out).context_steps == 1
+    report = videotext.build_index(str(run), videos, out, features=features, window=3.0, update=True, progress=False)
+    assert "moment track: 18 steps of 3 videos (0 encoded, 3 kept)" in report.lines()
     with pytest.raises(VideoTextError, match=r"odd number of steps >= 1 \(--moment-context\), got 2"):
         videotext.build_index(str(run), videos, tmp_path / "even", window=3.0, moment_context=2, progress=False)
     printed = CliRunner().invoke(app, ["index", "build", str(run), str(videos), "-o", str(tmp_path / "even"),
