@@ -8,8 +8,9 @@ A step's vector is the run's index vector of the clip of `context_steps` steps c
 context suits events of several steps and blurs shorter ones: on the long-video moment set's val
 split (events of 2-8 s) three steps found more spans than one for each of three runs, on the 1-3 s
 events of `bench/moment_spans.py` fewer (docs/moments.md), so it is a build option
-(`index build --moment-context`), kept in the track and by its updates. An update encodes the steps of new and changed videos and copies
-the rows of the others from the previous track (same weights, same file hash).
+(`index build --moment-context`), kept in the track and by its updates. An update encodes the steps
+of new and changed videos and copies the rows of the others from the previous track (same weights,
+same context, same file hash).
 
 The track needs every step of each video: a whole-video build of a method that reads a few frames
 per video extracts only those (`RunModel.extraction_settings`, `max_steps`), so a video longer than
@@ -82,10 +83,12 @@ def build_moment_track(model: Any, index: Any, dataset: VideoTextDataset, out: s
     store = FeatureStore(features_dir)
     caps = step_caps(model, store) if Path(features_dir).is_dir() else {}
     source = weights_source(model)
-    if context_steps is None:
-        context_steps = _previous_context(out)
+    previous = _readable_track(out)
+    if context_steps is None:  # an update keeps the track's context
+        context_steps = previous.context_steps if previous is not None else CONTEXT_STEPS
     check_context_steps(context_steps)
-    previous = _previous(out, source, context_steps)
+    if previous is not None and (previous.source != source or previous.context_steps != context_steps):
+        previous = None  # other weights or another context: every row is encoded anew
     indexed = {entry.video_id: entry for entry in index.entries()}
     plan = []  # (video, video id, file hash, True: copy its previous rows)
     for video in dataset:
@@ -118,24 +121,12 @@ def build_moment_track(model: Any, index: Any, dataset: VideoTextDataset, out: s
     return {**summary, "steps": writer.steps}
 
 
-def _previous_context(out: str | os.PathLike) -> int:
-    """The context of the folder's track (an update keeps it), CONTEXT_STEPS without a readable one."""
+def _readable_track(out: str | os.PathLike) -> MomentTrack | None:
+    """The folder's track, or None when it has none or a damaged one (made again, never read)."""
     try:
-        track = open_track(out)
+        return open_track(out)
     except VideoTextError:
-        return CONTEXT_STEPS
-    return track.context_steps if track is not None else CONTEXT_STEPS
-
-
-def _previous(out: str | os.PathLike, source: str, context_steps: int) -> MomentTrack | None:
-    """The folder's previous track when its vectors come from the same weights and context (else None)."""
-    try:
-        track = open_track(out)
-    except VideoTextError:  # a damaged track is made again, never read
         return None
-    if track is None or track.source != source or track.context_steps != context_steps:
-        return None
-    return track
 
 
 class OneVideo:
