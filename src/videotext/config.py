@@ -165,6 +165,7 @@ class TrainConfig:
     # pre-training → fine-tuning (videotext.train.init_from)
     init_from: str = ""  # a run directory whose weights start this run (model only; fresh optimizer and schedule)
     init_checkpoint: str = "best"  # which checkpoint of init_from: best | last
+    init_into: str = ""  # a submodule (e.g. moment_detr's `guide`) that takes init_from's weights; "" = the whole model
     freeze: list[str] = field(default_factory=list)  # parameter-name prefixes kept fixed (e.g. Support-set's frozen Ψ′)
 
 

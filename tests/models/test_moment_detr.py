@@ -11,10 +11,12 @@ import torch
 from tests.moment_data import event_store, moment_manifest
 from videotext.config import load_config
 from videotext.data.run_data import RunData
+from videotext.config import ConfigError
 from videotext.errors import VideoTextError
 from videotext.eval.moments import iou_matrix
 from videotext.losses.moment_detr import negative_pair_hinge
 from videotext.models import METHODS, build_method
+from videotext.train.checkpoint import save_checkpoint
 from videotext.train.trainer import Trainer
 
 SMALL = ["data.experts=[events,noise]", "model.hidden_dim=32", "model.heads=2", "model.ff_dim=64",
@@ -131,3 +133,67 @@ def test_negative_pairs_read_the_windows_with_the_previous_windows_queries(momen
     torch.manual_seed(1)
     without = off.loss(batch)
     assert "negative_pair" not in without and without["loss"].item() == pytest.approx(with_term, abs=1e-5)
+
+
+GUIDE = {"embed_dim": 16, "freeze_text": True, "dropout": 0.0}
+
+
+def guided(root: Path, *extra: str):
+    config = small_config(root, "model.guide_method=dual", *extra)
+    config.model["guide_model"] = dict(GUIDE)
+    return config
+
+
+def test_the_guide_reads_each_step_as_a_clip_and_the_query_as_one_more_token(moments):
+    """The guide's step vector is its own encoding of the `guide_context` real steps centred on the step
+    (cut at the window's ends, 0 on padding); its query vector is its text encoding; both and their
+    cosine change the head's inputs, and the rolled queries carry the guide's tokens along."""
+    config = guided(moments, "model.guide_context=3")
+    data = RunData(config)
+    torch.manual_seed(0)
+    method = build_method(config.method, config.model, expert_dims=data.read_features.dims)
+    batch = method.train_batches(data.split("train"), data.read_features, 4, seed=0).batch(0, 0)
+    dual = method.guide
+    method.train()
+    assert dual is not None and not dual.training and not any(p.requires_grad for p in dual.parameters())
+    steps, query = method.guide_vectors(batch, batch["text"])
+    mask = batch["mask"]
+    assert steps.shape == (*mask.shape, 16) and query.shape == (4, 16)
+    row = 0
+    real = int(mask[row].sum())
+    for k in (0, 5, real - 1):
+        lo, hi = max(0, k - 1), min(real, k + 2)
+        clip = {"features": {e: batch["features"][e][row : row + 1, lo:hi] for e in method.experts},
+                "masks": {e: torch.ones(1, hi - lo, dtype=torch.bool) for e in method.experts}}
+        expected = torch.nn.functional.normalize(dual.encode_video(clip), dim=-1)[0]
+        torch.testing.assert_close(steps[row, k], expected, atol=1e-5, rtol=0)
+    if real < mask.shape[1]:
+        assert float(steps[row, real:].abs().max()) == 0.0
+    texts = batch["text"]["texts"]
+    torch.testing.assert_close(query, dual.encode_text(dual.prepare_text(texts)), atol=1e-5, rtol=0)
+    rolled, _ = method.mismatched_texts(batch)
+    assert torch.equal(rolled["guide"]["input_ids"][1], batch["text"]["guide"]["input_ids"][0])
+    inputs = method.video_inputs_of(batch, (steps, query))
+    cosine = (steps * query[:, None]).sum(-1)
+    torch.testing.assert_close(inputs[..., -3], cosine)  # before the two temporal endpoints
+    with pytest.raises(ConfigError, match="model.guide_context must be an odd"):
+        build_method(config.method, {**config.model, "guide_context": 2}, expert_dims=data.read_features.dims)
+
+
+def test_a_guided_head_takes_a_runs_weights_into_its_guide_and_keeps_them(moments, tmp_path):
+    config = guided(moments)
+    data = RunData(config)
+    torch.manual_seed(3)
+    dual = build_method("dual", dict(GUIDE), expert_dims=data.read_features.dims)
+    save_checkpoint(tmp_path / "dual" / "checkpoints" / "best", dual, {"method": "dual"})
+    config = guided(moments, f"train.init_from={tmp_path / 'dual'}", "train.init_into=guide", "train.freeze=[guide]",
+                    "train.epochs=1", "train.batch_size=4", "schedule.warmup_steps=1")
+    config.model["guide_model"] = dict(GUIDE)
+    config.out_dir = str(tmp_path / "run")
+    trainer = Trainer(config, progress=False)
+    trainer.fit()
+    report = json.loads((tmp_path / "run" / "init_report.json").read_text())
+    assert report["counts"]["loaded"] == len(dual.state_dict()) and report["counts"]["skipped_shape"] == 0
+    assert all(name.startswith("guide.") for name in report["loaded"])
+    for name, value in dual.state_dict().items():  # trained, the head left its guide as loaded
+        torch.testing.assert_close(trainer.method.guide.state_dict()[name], value, rtol=0, atol=0)

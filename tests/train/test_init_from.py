@@ -47,6 +47,23 @@ def test_load_matching_reports_loaded_skipped_and_new(tmp_path):
     torch.testing.assert_close(target.b.weight, b_before, rtol=0, atol=0)  # kept its own initial values
 
 
+def test_load_matching_into_a_submodule(tmp_path):
+    torch.manual_seed(0)
+    source = Tiny()
+    save_checkpoint(tmp_path / "ckpt", source, {"method": "tiny"})
+    holder = nn.Module()
+    holder.own = nn.Linear(4, 4)
+    holder.guide = Tiny()
+    own_before = holder.own.weight.detach().clone()
+    report = load_matching(holder, tmp_path / "ckpt", into="guide")
+    assert report["loaded"] == ["guide.a.weight", "guide.a.bias", "guide.b.weight", "guide.b.bias"]
+    assert report["new"] == ["own.weight", "own.bias"] and report["skipped_absent"] == []
+    torch.testing.assert_close(holder.guide.b.weight, source.b.weight, rtol=0, atol=0)
+    torch.testing.assert_close(holder.own.weight, own_before, rtol=0, atol=0)
+    with pytest.raises(ConfigError, match="train.init_into: 'guid' is no submodule"):
+        load_matching(holder, tmp_path / "ckpt", into="guid")
+
+
 def test_apply_init_writes_report_and_freezes(tmp_path, capsys):
     save_checkpoint(tmp_path / "pre" / "checkpoints" / "best", Tiny(out=5), {"method": "tiny"})
     target = Tiny()

@@ -22,13 +22,20 @@ windows of `window_steps` steps, half a window apart; a query's spans from every
 query and epoch, with odds `positive_window_odds` one holding a ground-truth span, else any, so
 that windows without the moment learn to answer "background" (`videotext.data.moment_batches`).
 
+A guide (not the paper's): the paper's video and text features come from one space (CLIP image and
+text features, §5), where a step's relevance to the query can be read off directly; the run's
+experts and MiniLM's tokens are not. `guide_method` / `guide_model` hold a trained retrieval run
+(e.g. a `dual` run, loaded with `train.init_from=RUN train.init_into=guide train.freeze=[guide]`)
+frozen inside the head: its vector of the `guide_context` steps centred on each step, their cosine
+with its query vector, and the query vector as one more text token join the inputs.
+
 This method grounds a query in a given video; it has no video-level embedding, so it is evaluated
 by the `moments` protocol (`videotext.eval.moment_eval`), not by caption-video retrieval.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -42,7 +49,7 @@ from videotext.losses.moment_detr import (
     FOREGROUND, MatchWeights, cxw_to_xx, hungarian_match, negative_pair_hinge, saliency_hinge, set_losses,
 )
 from videotext.models.base import Method
-from videotext.models.registry import register
+from videotext.models.registry import build_method, register
 from videotext.text import build_text_encoder
 
 
@@ -75,6 +82,10 @@ class MomentDETRConfig:
     positive_window_odds: float = 0.8  # training windows holding a ground-truth span (long videos only)
     nms_iou: float = 0.7  # merging the windows' spans of a long video
     max_predictions: int = 10  # spans kept per query (QVHighlights reads 10)
+    guide_method: str = ""  # not the paper's: a trained retrieval method held frozen inside the head, whose
+    # step vectors, query vector and their cosine join the inputs ("" = none, the paper's inputs)
+    guide_model: dict[str, Any] = field(default_factory=dict)  # that method's model config (its run's `model:`)
+    guide_context: int = 1  # steps centred on each step that the guide encodes as one clip (odd)
 
 
 def sine_positions(mask: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
@@ -148,6 +159,20 @@ class SpanMLP(nn.Sequential):
         super().__init__(*parts)
 
 
+def rolled_by_one(prepared: dict[str, Any]) -> dict[str, Any]:
+    """Prepared texts (tensors [B, …], the "texts" list, nested prepared texts such as the guide's)
+    with each row replaced by the previous one."""
+    out: dict[str, Any] = {}
+    for key, value in prepared.items():
+        if torch.is_tensor(value):
+            out[key] = value.roll(1, 0)  # input_ids, attention_mask [B, L]
+        elif isinstance(value, dict):
+            out[key] = rolled_by_one(value)
+        elif key == "texts":
+            out[key] = value[-1:] + value[:-1]
+    return out
+
+
 @register
 class MomentDETR(Method):
     """`moment_detr`: spans of a video for a text query (Moment-DETR; grounding, not retrieval)."""
@@ -171,9 +196,20 @@ class MomentDETR(Method):
         d = config.hidden_dim
         self.text_encoder = build_text_encoder(config.text_model, "mean", config.freeze_text, config.max_text_tokens)
         token_width = int(getattr(self.text_encoder, "token_width", self.text_encoder.hidden_size))
-        video_dim = sum(expert_dims.values()) + (2 if config.temporal_endpoints else 0)
+        self.guide: Method | None = None
+        guide_width = 0
+        if config.guide_method:
+            if config.guide_context < 1 or config.guide_context % 2 == 0:
+                raise ConfigError(f"model.guide_context must be an odd number of steps ≥ 1, got {config.guide_context}")
+            self.guide = build_method(config.guide_method, config.guide_model, expert_dims=expert_dims)
+            self.guide.requires_grad_(False)
+            guide_width = self.guide_width(expert_dims)
+        video_dim = (sum(expert_dims.values()) + (2 if config.temporal_endpoints else 0)
+                     + (guide_width + 1 if self.guide is not None else 0))  # guide: its step vector and cosine
         self.video_proj = InputProjection(video_dim, d, config.input_layers, config.input_dropout)
         self.text_proj = InputProjection(token_width, d, config.input_layers, config.input_dropout)
+        if self.guide is not None:
+            self.guide_query_proj = InputProjection(guide_width, d, config.input_layers, config.input_dropout)
         self.encoder = nn.ModuleList(EncoderLayer(d, config.heads, config.ff_dim, config.dropout)
                                      for _ in range(config.enc_layers))
         self.decoder = nn.ModuleList(DecoderLayer(d, config.heads, config.ff_dim, config.dropout)
@@ -193,9 +229,47 @@ class MomentDETR(Method):
 
     encode_text = encode_video = similarity = index_vectors = query_vectors = _no_embedding
 
+    # --- the guide -----------------------------------------------------------------------------------
+    def guide_width(self, expert_dims: dict[str, int]) -> int:
+        """Width of the guide's vectors, read from one zero step."""
+        assert self.guide is not None
+        probe = {"features": {e: torch.zeros(1, 1, dim) for e, dim in expert_dims.items()},
+                 "masks": {e: torch.ones(1, 1, dtype=torch.bool) for e in expert_dims}}
+        with torch.no_grad():
+            return int(self.guide.index_vectors(self.guide.encode_video(probe)).shape[-1])
+
+    def train(self, mode: bool = True) -> "MomentDETR":
+        super().train(mode)
+        if self.guide is not None:
+            self.guide.eval()  # frozen and read as trained: no dropout
+        return self
+
+    @torch.no_grad()
+    def guide_vectors(self, batch: dict[str, Any], text_batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(step vectors [B, W, G], query vectors [B, G]), unit rows: each step's vector is the guide's
+        encoding of the `guide_context` real steps centred on it (fewer at the window's ends), as
+        `index build --moment-context` encodes a track; padding steps are 0."""
+        assert self.guide is not None
+        mask = batch["mask"]  # [B, W]
+        count, width = mask.shape
+        half = self.config.guide_context // 2
+        index = torch.arange(width, device=mask.device)[:, None] + torch.arange(-half, half + 1, device=mask.device)
+        inside = (index >= 0) & (index < width)  # [W, N]
+        index = index.clamp(0, width - 1)
+        steps_mask = (mask[:, index] & inside).flatten(0, 1)  # [B·W, N]
+        clips = {"features": {e: batch["features"][e][:, index].flatten(0, 1) for e in self.experts},  # [B·W, N, D]
+                 "masks": {e: steps_mask for e in self.experts}}
+        steps = F.normalize(self.guide.index_vectors(self.guide.encode_video(clips)).float(), dim=-1)
+        steps = steps.reshape(count, width, -1) * mask[..., None]
+        query = self.guide.query_vectors(self.guide.encode_text(text_batch["guide"]))
+        return steps, F.normalize(query.float(), dim=-1)
+
     # --- data --------------------------------------------------------------------------------------
     def prepare_text(self, texts: list[str]) -> dict[str, Any]:
-        return self.text_encoder.tokenize(texts)
+        prepared = self.text_encoder.tokenize(texts)
+        if self.guide is not None:
+            prepared["guide"] = self.guide.prepare_text(texts)
+        return prepared
 
     @property
     def window(self) -> int:
@@ -210,11 +284,16 @@ class MomentDETR(Method):
                                    self.window, self.config.positive_window_odds)
 
     # --- the model -----------------------------------------------------------------------------------
-    def video_inputs_of(self, batch: dict[str, Any]) -> torch.Tensor:
-        """[B, W, ΣD (+2)]: each expert L2-normalised per step (official normalize_v), concatenated,
-        with the step's temporal endpoints as fractions of the window's real steps."""
+    def video_inputs_of(self, batch: dict[str, Any],
+                        guide: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """[B, W, ΣD (+G+1) (+2)]: each expert L2-normalised per step (official normalize_v), concatenated,
+        with the guide's step vector and its cosine with the query (`guide_vectors`), and the step's
+        temporal endpoints as fractions of the window's real steps."""
         mask = batch["mask"]
         parts = [F.normalize(batch["features"][e], dim=-1) for e in self.experts]
+        if guide is not None:
+            steps, query = guide
+            parts += [steps, (steps * query[:, None]).sum(-1, keepdim=True)]
         if self.config.temporal_endpoints:
             steps = mask.sum(1, keepdim=True).clamp(min=1).float()  # [B, 1]
             index = torch.arange(mask.shape[1], device=mask.device).float()[None, :]
@@ -228,9 +307,13 @@ class MomentDETR(Method):
         text_batch = batch["text"] if text_batch is None else text_batch
         video_mask = batch["mask"]  # [B, W] True = real step
         text_mask = text_batch["attention_mask"].bool()  # [B, L]
-        video = self.video_proj(self.video_inputs_of(batch))  # [B, W, d]
+        guide = self.guide_vectors(batch, text_batch) if self.guide is not None else None
+        video = self.video_proj(self.video_inputs_of(batch, guide))  # [B, W, d]
         tokens = F.normalize(self.text_encoder.token_features(text_batch).to(video.dtype), dim=-1)
         text = self.text_proj(tokens)  # [B, L, d]
+        if guide is not None:  # the guide's query vector: one more text token
+            text = torch.cat([text, self.guide_query_proj(guide[1].to(text.dtype))[:, None]], dim=1)  # [B, L + 1, d]
+            text_mask = torch.cat([text_mask, text_mask.new_ones(len(text_mask), 1)], dim=1)
         x = torch.cat([video, text], dim=1)  # [B, W + L, d]
         padding = ~torch.cat([video_mask, text_mask], dim=1)
         pos = torch.cat([sine_positions(video_mask, video.shape[-1]).to(video.dtype), torch.zeros_like(text)], dim=1)
@@ -257,9 +340,7 @@ class MomentDETR(Method):
         """The batch's prepared queries rolled by one (each window gets the previous window's query), and
         [B] bool: the windows whose rolled query is another text (its token ids differ)."""
         text = batch["text"]
-        rolled = {k: v.roll(1, 0) for k, v in text.items() if torch.is_tensor(v)}  # input_ids, attention_mask [B, L]
-        if "texts" in text:
-            rolled["texts"] = text["texts"][-1:] + text["texts"][:-1]
+        rolled = rolled_by_one(text)
         ids = text["input_ids"]
         paired = (ids != rolled["input_ids"]).any(1)  # [B]
         return rolled, paired.to(batch["mask"].device)

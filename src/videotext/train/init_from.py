@@ -8,6 +8,8 @@ loaded silently: every tensor of the new model is either *loaded* (same name, sa
 shape), or *new* (absent from the checkpoint, or there with another shape — then listed
 under *skipped* with both shapes); checkpoint tensors the model has no place for are
 *skipped* as absent. The report goes to `run_dir/init_report.json` and one printed line.
+`train.init_into: NAME` loads them into the submodule NAME instead of the whole model: a trained
+run held inside another method (moment_detr's `guide`), usually with `train.freeze: [NAME]`.
 
 `train.freeze: [prefixes]` keeps every parameter whose name starts with one of the
 prefixes fixed (requires_grad False, so `param_groups` leaves it out of the optimizer),
@@ -55,13 +57,18 @@ def checkpoint_folder(source: str | Path, checkpoint: str = "best", seed: int | 
     return folder
 
 
-def load_matching(method: torch.nn.Module, folder: str | Path) -> dict[str, Any]:
-    """Copy every tensor of `folder`'s weights whose name and shape match into `method`.
+def load_matching(method: torch.nn.Module, folder: str | Path, into: str = "") -> dict[str, Any]:
+    """Copy every tensor of `folder`'s weights whose name and shape match into `method`, or into its
+    submodule `into` (checkpoint name `n` goes to `into.n`: a trained run held inside another method).
 
     Returns {"loaded": [names], "new": [names], "skipped_shape": [{name, checkpoint, model}],
-    "skipped_absent": [names in the checkpoint, not in the model]}.
+    "skipped_absent": [names in the checkpoint, not in the model]}, names as the model has them.
     """
-    tensors = read_weights(folder)
+    prefix = into.rstrip(".") + "." if into else ""
+    if prefix and not any(name.startswith(prefix) for name in method.state_dict()):
+        tops = sorted({n.split(".")[0] for n in method.state_dict()})
+        raise ConfigError(f"train.init_into: {into!r} is no submodule of this method (top-level modules: {tops})")
+    tensors = {prefix + name: value for name, value in read_weights(folder).items()}
     state = method.state_dict()
     loaded, shape, new = [], [], []
     for name, current in state.items():
@@ -75,7 +82,7 @@ def load_matching(method: torch.nn.Module, folder: str | Path) -> dict[str, Any]
     merged = dict(state)
     merged.update({name: tensors[name].to(state[name].dtype) for name in loaded})
     method.load_state_dict(merged, strict=True)  # every key given: the new ones keep their initial values
-    absent = sorted(set(tensors) - set(state))
+    absent = sorted(name[len(prefix):] for name in set(tensors) - set(state))
     return {"loaded": loaded, "new": new, "skipped_shape": shape, "skipped_absent": absent}
 
 
@@ -108,7 +115,8 @@ def apply_init(method: torch.nn.Module, train_config: Any, run_dir: str | Path |
         folder = checkpoint_folder(source, train_config.init_checkpoint, train_config.seed)
         shown = source if is_hub_run(source) else str(Path(source).resolve())
         report = {"init_from": shown, "checkpoint": str(folder.resolve()),
-                  "source_method": _source_method(folder), "method": method_name, **load_matching(method, folder)}
+                  "source_method": _source_method(folder), "method": method_name,
+                  **load_matching(method, folder, train_config.init_into)}
     report["frozen"] = freeze(method, prefixes) if prefixes else []
     report["counts"] = {key: len(report[key]) for key in ("loaded", "new", "skipped_shape", "skipped_absent",
                                                            "frozen") if key in report}
