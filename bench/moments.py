@@ -141,16 +141,34 @@ def measure_set(manifest: Path, extract_videos: int) -> dict:
     return record
 
 
-def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], runs: Path) -> dict:
+def guide_settings(guide: Path | None, context: int) -> tuple[list[str], dict]:
+    """Row `moment_detr_guided`: the overrides that load the `dual` runs under `guide` (seed_S for seed
+    S) frozen into the head's guide, and that run's model config; none for row `moment_detr`."""
+    if guide is None:
+        return [], {}
+    from videotext.config import read_config_file
+
+    model = read_config_file(guide / "seed_0" / "config.yaml")["model"]  # the seeds differ in their seed only
+    return [f"train.init_from={guide}", "train.init_into=guide", "train.freeze=[guide]", "model.guide_method=dual",
+            f"model.guide_context={context}"], model
+
+
+def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], runs: Path,
+               guide: Path | None = None, guide_context: int = 1) -> dict:
     from videotext.config import load_config
     from videotext.eval.moment_eval import predict_moments, predictions_records
     from videotext.eval.moments import moment_metrics
     from videotext.train.trainer import Trainer, read_metrics_log
 
+    row = "moment_detr_guided" if guide is not None else "moment_detr"
+    guided, guide_model = guide_settings(guide, guide_context)
     settings = [f"data.manifest={manifest}", f"data.features={features}", "train.threads=1", f"train.seed={seed}",
-                *overrides]
+                *guided, *overrides]
     shown = [f"data.manifest={_shown(manifest)}", f"data.features={_shown(features)}", *settings[2:]]
+    shown = [f"train.init_from={_shown(guide)}" if s.startswith("train.init_from=") else s for s in shown]
     config = load_config("moment_detr/synthetic", settings)
+    if guide_model:
+        config.model["guide_model"] = guide_model
     run_dir = runs / f"seed_{seed}"
     trainer = Trainer(config, run_dir, resume=(run_dir / "checkpoints" / "last").exists(), progress=False)
     result = trainer.fit()  # the test split once, with the weights selected on val, now loaded
@@ -161,17 +179,17 @@ def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], 
     again = moment_metrics(predictions, {q.qid: q.spans for q in test.moment_queries()})
     assert all(abs(again[k] - result["moments"][k]) < 1e-9 for k in result["moments"]), "predictions differ from the test"
     lines = predictions_records(test, predictions)
-    path = RECORDS / "moment_detr" / f"predictions_seed_{seed}.jsonl"
+    path = RECORDS / row / f"predictions_seed_{seed}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     log = read_metrics_log(run_dir)
     train = [line for line in log if line["kind"] == "train"]
     val = [line for line in log if line["kind"] == "val"]
     record = {
-        "benchmark": "moments", "row": "moment_detr", "seed": seed, "config": "moment_detr/synthetic",
+        "benchmark": "moments", "row": row, "seed": seed, "config": "moment_detr/synthetic",
         "overrides": shown, "epochs": config.train.epochs, "threads": 1, "select_metric": config.train.select_metric,
         "best_step": result["best_step"], "test_split": config.data.test_split,
-        "results": {"moment_detr": {"moments": result["moments"], "highlight": result["highlight"],
+        "results": {row: {"moments": result["moments"], "highlight": result["highlight"],
                                     "highlight_truth": result["highlight_truth"], "n_queries": result["n_queries"],
                                     "n_videos": result["n_videos"],
                                     "table": {k: result["moments"][v] for k, v in TABLE.items()}}},
@@ -182,14 +200,15 @@ def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], 
         "predictions": str(path.relative_to(ROOT)), "machine": machine(),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    write_json(RECORDS / "moment_detr" / f"seed_{seed}.json", record)
+    write_json(RECORDS / row / f"seed_{seed}.json", record)
     return record
 
 
 DEMO_DATA = ROOT / "data" / "synthetic-2000-seed0"  # `videotext demo` (make demo) makes it
-ROWS = ("windows", "spans", "spans_val", "moment_detr")
+ROWS = ("windows", "spans", "spans_val", "moment_detr", "moment_detr_guided")
 PAIRS = (("spans", "windows"), ("spans_val", "windows"), ("spans_val", "spans"), ("moment_detr", "spans"),
-         ("moment_detr", "spans_val"), ("moment_detr", "windows"))
+         ("moment_detr", "spans_val"), ("moment_detr", "windows"), ("moment_detr_guided", "spans_val"),
+         ("moment_detr_guided", "moment_detr"), ("moment_detr_guided", "windows"))
 QUOTED = ("R1_50", "R1_70", "mAP")  # the columns of the table
 
 
@@ -457,9 +476,9 @@ def _seed_records(row: str) -> dict[int, dict]:
 def _costs(row: str, record: dict) -> dict:
     """CPU-s of training, of the index build (none for the learned head: it reads the features), CPU-ms
     per query (the head: predicting the test split, over its queries)."""
-    if row == "moment_detr":
+    if row.startswith("moment_detr"):
         return {"train_cpu_s": record["train_cpu_s"], "index_cpu_s": 0.0,
-                "cpu_ms_per_query": 1000 * record["predict_test_cpu_s"] / record["results"]["moment_detr"]["n_queries"]}
+                "cpu_ms_per_query": 1000 * record["predict_test_cpu_s"] / record["results"][row]["n_queries"]}
     return {"train_cpu_s": record["train_cpu_s"], "index_cpu_s": record["index"]["build"]["cpu_s"],
             "cpu_ms_per_query": record["cpu_ms_per_query"]}
 
@@ -516,6 +535,9 @@ def main() -> None:
     two.add_argument("--seeds", default="0,1,2")
     two.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments" / "moment_detr")
     two.add_argument("--set", dest="overrides", action="append", default=[], help="config override a.b=value")
+    two.add_argument("--guide", type=Path, default=None,
+                     help="row moment_detr_guided: the `dual` runs (seed_S/) held frozen as the head's guide")
+    two.add_argument("--guide-context", type=int, default=3, help="steps the guide encodes as one clip")
     three = sub.add_parser("search", help="fixed windows and training-free spans of the demo's run, per seed")
     three.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
     three.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
@@ -565,12 +587,15 @@ def main() -> None:
                   f" (val {record['val']['chosen']['R1_50']:.1f} against {record['val']['defaults']['R1_50']:.1f} "
                   f"with the defaults)", flush=True)
         return
+    row = "moment_detr_guided" if args.guide else "moment_detr"
+    runs = args.runs.parent / row if args.guide and args.runs.name == "moment_detr" else args.runs
     for seed in [int(s) for s in args.seeds.split(",")]:
-        if (RECORDS / "moment_detr" / f"seed_{seed}.json").is_file():
+        if (RECORDS / row / f"seed_{seed}.json").is_file():
             print(f"seed {seed}: recorded already")
             continue
-        record = train_seed(seed, args.manifest.absolute(), args.features.absolute(), args.overrides, args.runs)
-        print(f"seed {seed}: " + json.dumps(record["results"]["moment_detr"]["table"]) +
+        record = train_seed(seed, args.manifest.absolute(), args.features.absolute(), args.overrides, runs,
+                            args.guide.absolute() if args.guide else None, args.guide_context)
+        print(f"seed {seed}: " + json.dumps(record["results"][row]["table"]) +
               f" train {record['train_cpu_s']:.0f} CPU-s", flush=True)
 
 
