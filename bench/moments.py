@@ -205,10 +205,12 @@ def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], 
 
 
 DEMO_DATA = ROOT / "data" / "synthetic-2000-seed0"  # `videotext demo` (make demo) makes it
-ROWS = ("windows", "spans", "spans_val", "moment_detr", "moment_detr_guided")
+ROWS = ("windows", "spans", "spans_val", "moment_detr", "moment_detr_guided", "moment_detr_saliency")
 PAIRS = (("spans", "windows"), ("spans_val", "windows"), ("spans_val", "spans"), ("moment_detr", "spans"),
          ("moment_detr", "spans_val"), ("moment_detr", "windows"), ("moment_detr_guided", "spans_val"),
-         ("moment_detr_guided", "moment_detr"), ("moment_detr_guided", "windows"))
+         ("moment_detr_guided", "moment_detr"), ("moment_detr_guided", "windows"),
+         ("moment_detr_saliency", "spans_val"), ("moment_detr_saliency", "moment_detr_guided"),
+         ("moment_detr_saliency", "windows"))
 QUOTED = ("R1_50", "R1_70", "mAP")  # the columns of the table
 
 
@@ -336,6 +338,70 @@ def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
         metrics = moment_metrics(predictions, truth)
         grid.append(((metrics["R1@0.5"], metrics["mAP"]), values, metrics))
     return max(grid, key=lambda item: item[0]), grid  # max keeps the first of equals
+
+
+def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path) -> dict:
+    """Row `moment_detr_saliency`: the guided head's saliency over each whole video (every window read
+    with the query, overlaps averaged: `predict_moments`) as the step scores of the library's span
+    finder, its five settings chosen on val as for `spans_val` (`choose_span_settings`), the test
+    queries answered once. The same run as row `moment_detr_guided`, decoded by its other head."""
+    import numpy as np
+
+    from videotext.data.features import FeatureStore
+    from videotext.data.loaders import VideoFeatures
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moment_eval import predict_moments
+    from videotext.eval.moments import moment_metrics
+    from videotext.run_model import load_run
+    from videotext.search.moments import SpanSettings, find_spans
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from moment_spans import GRID  # noqa: E402
+
+    base = RECORDS / "moment_detr_guided" / f"seed_{seed}.json"
+    if not base.is_file():
+        raise SystemExit(f"{base}: run `train --guide ... --seeds {seed}` first (its run is read here)")
+    method = load_run(runs / f"seed_{seed}", checkpoint="best", threads=1, device="cpu").method
+    dataset = VideoTextDataset.load(manifest)
+    read_features = VideoFeatures(FeatureStore(features), method.experts, None)
+
+    def tracks(split: str) -> tuple[list, dict, float]:
+        queries = dataset.split(split).moment_queries()
+        cpu = time.process_time()
+        _, saliency, steps = predict_moments(method, dataset.split(split), read_features, queries=queries)
+        rows = []
+        for q in queries:
+            scores, step = np.asarray(saliency[q.qid], np.float32), steps[q.qid]
+            starts = np.arange(len(scores), dtype=np.float32) * step
+            rows.append((q.qid, (scores, starts, starts + step)))
+        return rows, {q.qid: q.spans for q in queries}, time.process_time() - cpu
+
+    val_rows, val_truth, _ = tracks("val")
+    cpu = time.process_time()
+    best, grid = choose_span_settings(val_rows, val_truth)
+    choose_cpu = time.process_time() - cpu
+    chosen = SpanSettings(**dict(zip(GRID, best[1])))
+    test_rows, test_truth, predict_cpu = tracks("test")
+    cpu = time.process_time()
+    predictions = {qid: [(h.start, h.end, h.score) for h in find_spans(*track, k=10, settings=chosen)]
+                   for qid, track in test_rows}
+    spans_cpu = time.process_time() - cpu
+    metrics = moment_metrics(predictions, test_truth)
+    head = json.loads(base.read_text(encoding="utf-8"))
+    record = {
+        "benchmark": "moments", "row": "moment_detr_saliency", "seed": seed, "run": head["overrides"],
+        "decoding": "find_spans over the head's whole-video saliency, settings chosen on val",
+        "grid": GRID, "chosen": {k: getattr(chosen, k) for k in GRID},
+        "val": {"n_queries": len(val_truth), "choose_cpu_s": round(choose_cpu, 1), "settings_tried": len(grid),
+                "chosen": {k: best[2][v] for k, v in TABLE.items()}},
+        "train_cpu_s": head["train_cpu_s"], "predict_test_cpu_s": round(predict_cpu + spans_cpu, 1),
+        "results": {"moment_detr_saliency": {"moments": metrics, "n_queries": len(test_truth),
+                                             "n_videos": len(dataset.split("test")),
+                                             "table": {k: metrics[v] for k, v in TABLE.items()}}},
+        "machine": machine(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_json(RECORDS / "moment_detr_saliency" / f"seed_{seed}.json", record)
+    return record
 
 
 def window_index(run_dir: Path, videos, store: Path, folder: Path, context: int) -> Path:
@@ -597,6 +663,12 @@ def main() -> None:
                             args.guide.absolute() if args.guide else None, args.guide_context)
         print(f"seed {seed}: " + json.dumps(record["results"][row]["table"]) +
               f" train {record['train_cpu_s']:.0f} CPU-s", flush=True)
+    for seed in [int(s) for s in args.seeds.split(",")] if args.guide else []:
+        if (RECORDS / "moment_detr_saliency" / f"seed_{seed}.json").is_file():
+            continue
+        record = saliency_spans(seed, args.manifest.absolute(), args.features.absolute(), runs)
+        print(f"seed {seed} moment_detr_saliency {record['chosen']}: "
+              + json.dumps(record["results"]["moment_detr_saliency"]["table"]), flush=True)
 
 
 if __name__ == "__main__":
