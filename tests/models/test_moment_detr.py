@@ -197,3 +197,14 @@ def test_a_guided_head_takes_a_runs_weights_into_its_guide_and_keeps_them(moment
     assert all(name.startswith("guide.") for name in report["loaded"])
     for name, value in dual.state_dict().items():  # trained, the head left its guide as loaded
         torch.testing.assert_close(trainer.method.guide.state_dict()[name], value, rtol=0, atol=0)
+
+
+def test_the_packaged_guided_config_holds_the_demos_dual_run():
+    """moment_detr/synthetic_guided is moment_detr/synthetic plus a guide shaped as dual/synthetic's model,
+    loaded into `guide` and frozen: the settings bench/moments.py passes for its guided row."""
+    guided_config, plain = load_config("moment_detr/synthetic_guided"), load_config("moment_detr/synthetic")
+    dual = load_config("dual/synthetic")
+    assert {k: v for k, v in guided_config.model.items() if not k.startswith("guide_")} == plain.model
+    assert guided_config.model["guide_method"] == "dual" and guided_config.model["guide_context"] == 3
+    assert guided_config.model["guide_model"] == dual.model
+    assert (guided_config.train.init_into, guided_config.train.freeze) == ("guide", ["guide"])

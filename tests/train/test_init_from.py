@@ -62,6 +62,9 @@ def test_load_matching_into_a_submodule(tmp_path):
     torch.testing.assert_close(holder.own.weight, own_before, rtol=0, atol=0)
     with pytest.raises(ConfigError, match="train.init_into: 'guid' is no submodule"):
         load_matching(holder, tmp_path / "ckpt", into="guid")
+    holder.guide = Tiny(out=5)  # another shape: the run does not fit the submodule
+    with pytest.raises(ConfigError, match="does not fit 'guide': 2 of its tensors"):
+        load_matching(holder, tmp_path / "ckpt", into="guide")
 
 
 def test_apply_init_writes_report_and_freezes(tmp_path, capsys):

@@ -83,6 +83,11 @@ def load_matching(method: torch.nn.Module, folder: str | Path, into: str = "") -
     merged.update({name: tensors[name].to(state[name].dtype) for name in loaded})
     method.load_state_dict(merged, strict=True)  # every key given: the new ones keep their initial values
     absent = sorted(name[len(prefix):] for name in set(tensors) - set(state))
+    missing = [name for name in new if name.startswith(prefix)] if prefix else []
+    if missing:  # a run held inside another method is used whole, or not at all
+        raise ConfigError(f"train.init_into: {folder} does not fit {into!r}: {len(missing)} of its tensors have no "
+                          f"match of the same name and shape there (first: {missing[0]}); give a run of the model "
+                          f"{into!r} is configured as")
     return {"loaded": loaded, "new": new, "skipped_shape": shape, "skipped_absent": absent}
 
 
