@@ -17,7 +17,11 @@ writes, per seed, ``results/benchmark/moments/moment_detr/seed_S.json`` (test me
 ``predictions_seed_S.jsonl`` (every test query's spans, best first, in QVHighlights' submission
 format: {"qid", "query", "vid", "pred_relevant_windows": [[start, end, score], ...]}). Run directories
 go to runs/moments/moment_detr/seed_S. The figures the docs quote are under ``results.moment_detr.table``
-(keys without dots: R1_30 = R1@0.3 …).
+(keys without dots: R1_30 = R1@0.3 …). `train --guide runs/moments/dual` trains row `moment_detr_guided`
+instead (`moment_detr/synthetic`'s settings with the `dual` run of the same seed held frozen as the
+head's guide, `--guide-context` steps a vector; runs in runs/moments/moment_detr_guided), then row
+`moment_detr_saliency` from the same runs: the head's whole-video saliency as the step scores of the
+span finder, its settings chosen on val (`saliency_spans`).
 
     nice -n 19 python bench/moments.py search --seeds 0,1,2   # windows and training-free spans, per seed
     python bench/moments.py table                             # the three rows side by side, paired
