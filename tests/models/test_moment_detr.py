@@ -208,3 +208,25 @@ def test_the_packaged_guided_config_holds_the_demos_dual_run():
     assert guided_config.model["guide_method"] == "dual" and guided_config.model["guide_context"] == 3
     assert guided_config.model["guide_model"] == dual.model
     assert (guided_config.train.init_into, guided_config.train.freeze) == ("guide", ["guide"])
+
+
+def test_the_negative_pairs_reuse_the_guides_vectors(moments):
+    """The loss reads the guide once: the rolled queries' pass reuses the windows' step vectors and rolls
+    the query vectors, which equal the guide's encoding of the rolled texts."""
+    config = guided(moments, "model.negative_pair_weight=1.0")
+    data = RunData(config)
+    torch.manual_seed(0)
+    method = build_method(config.method, config.model, expert_dims=data.read_features.dims)
+    batch = method.train_batches(data.split("train"), data.read_features, 4, seed=0).batch(0, 0)
+    method.eval()
+    steps, query = method.guide_vectors(batch, batch["text"])
+    rolled, _ = method.mismatched_texts(batch)
+    again = method.guide_vectors(batch, rolled)
+    torch.testing.assert_close(again[1], query.roll(1, 0), atol=1e-5, rtol=0)
+    torch.testing.assert_close(method.encode(batch, rolled, (steps, query.roll(1, 0)))[3], method.encode(batch, rolled)[3],
+                               atol=1e-5, rtol=0)
+    calls = []
+    original = method.guide_vectors
+    method.guide_vectors = lambda *args: calls.append(1) or original(*args)
+    method.loss(batch)
+    assert len(calls) == 1

@@ -301,13 +301,16 @@ class MomentDETR(Method):
         return torch.cat(parts, dim=-1)
 
     def encode(self, batch: dict[str, Any], text_batch: dict[str, Any] | None = None,
+               guide: tuple[torch.Tensor, torch.Tensor] | None = None,
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(memory [B, W + L, d], positions [B, W + L, d], padding [B, W + L], step saliency [B, W]) of the
-        windows read with their queries, or with `text_batch`'s (prepared texts, one per window)."""
+        windows read with their queries, or with `text_batch`'s (prepared texts, one per window);
+        `guide`: those windows' and texts' `guide_vectors`, when already computed."""
         text_batch = batch["text"] if text_batch is None else text_batch
         video_mask = batch["mask"]  # [B, W] True = real step
         text_mask = text_batch["attention_mask"].bool()  # [B, L]
-        guide = self.guide_vectors(batch, text_batch) if self.guide is not None else None
+        if guide is None and self.guide is not None:
+            guide = self.guide_vectors(batch, text_batch)
         video = self.video_proj(self.video_inputs_of(batch, guide))  # [B, W, d]
         tokens = F.normalize(self.text_encoder.token_features(text_batch).to(video.dtype), dim=-1)
         text = self.text_proj(tokens)  # [B, L, d]
@@ -322,10 +325,11 @@ class MomentDETR(Method):
         saliency = self.saliency_head(x[:, : video.shape[1]]).squeeze(-1)  # [B, W]
         return x, pos, padding, saliency.masked_fill(~video_mask, 0.0)
 
-    def forward_windows(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def forward_windows(self, batch: dict[str, Any], guide: tuple[torch.Tensor, torch.Tensor] | None = None,
+                        ) -> dict[str, torch.Tensor]:
         """{"logits" [L, B, Q, 2], "spans" [L, B, Q, 2] (centre, width in the window), "saliency" [B, W]}
         for every decoder layer L (the last is the prediction)."""
-        memory, pos, padding, saliency = self.encode(batch)
+        memory, pos, padding, saliency = self.encode(batch, guide=guide)
         x = memory
         query_pos = self.moment_queries.weight[None].expand(len(x), -1, -1)  # [B, Q, d]
         tgt = torch.zeros_like(query_pos)
@@ -346,7 +350,8 @@ class MomentDETR(Method):
         return rolled, paired.to(batch["mask"].device)
 
     def loss(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        out = self.forward_windows(batch)
+        guide = self.guide_vectors(batch, batch["text"]) if self.guide is not None else None
+        out = self.forward_windows(batch, guide)
         cfg = self.config
         layers = range(len(out["logits"])) if cfg.aux_loss else [len(out["logits"]) - 1]
         parts = {"span": 0.0, "giou": 0.0, "label": 0.0}
@@ -361,7 +366,9 @@ class MomentDETR(Method):
         losses = {"span": parts["span"], "giou": parts["giou"], "label": parts["label"], "saliency": saliency}
         if cfg.negative_pair_weight > 0 and len(batch["mask"]) > 1:
             rolled, paired = self.mismatched_texts(batch)
-            other = self.encode(batch, rolled)[3]  # [B, W]
+            if guide is not None:  # the same windows: their step vectors again, the queries rolled as the texts are
+                guide = (guide[0], guide[1].roll(1, 0))
+            other = self.encode(batch, rolled, guide)[3]  # [B, W]
             losses["negative_pair"] = negative_pair_hinge(out["saliency"], other, batch["saliency"], batch["mask"],
                                                           cfg.saliency_margin, paired)
             loss = loss + cfg.negative_pair_weight * losses["negative_pair"]
