@@ -8,7 +8,7 @@ user would: `videotext.build_index(RUN, FOLDER, OUT, window=10)` (10-s windows e
 moment track). For each query, within its own video (as the field scores moment retrieval):
 
     windows   the top window of the index (`where video_id == ...`): what `search` answers today
-    spans     the top span of `search.moments.find_spans` over the query's step scores
+    spans     the top span of `eval.span_finder.find_spans` over the query's step scores
 
 and R1@0.5, R1@0.7 (the share of queries whose top answer has IoU >= 0.5 / 0.7 with the truth) and
 mIoU. The span settings are chosen on the validation videos (a grid, best mean R1@0.5 over the two
@@ -117,7 +117,7 @@ def prepared(index_folder: Path, queries: list[dict]) -> list[dict]:
 
 
 def span_ious(rows: list[dict], settings) -> np.ndarray:
-    from videotext.search.moments import find_spans
+    from videotext.eval.span_finder import find_spans
 
     result = []
     for row in rows:
@@ -175,7 +175,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from videotext.search.moments import SpanSettings
+    from videotext.eval.span_finder import SpanSettings
 
     rows, suffix = {}, "" if args.moment_context == 1 else f"-context{args.moment_context}"
     for split, seed in SPLIT_SEEDS.items():

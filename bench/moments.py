@@ -329,7 +329,7 @@ def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
     import itertools
 
     from videotext.eval.moments import moment_metrics
-    from videotext.search.moments import SpanSettings, find_spans
+    from videotext.eval.span_finder import SpanSettings, find_spans
 
     sys.path.insert(0, str(ROOT / "bench"))
     from moment_spans import GRID  # noqa: E402 - the grid the library's defaults were chosen from
@@ -357,7 +357,7 @@ def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path) -> dic
     from videotext.eval.moment_eval import predict_moments
     from videotext.eval.moments import moment_metrics
     from videotext.run_model import load_run
-    from videotext.search.moments import SpanSettings, find_spans
+    from videotext.eval.span_finder import SpanSettings, find_spans
 
     sys.path.insert(0, str(ROOT / "bench"))
     from moment_spans import GRID  # noqa: E402
@@ -430,7 +430,7 @@ def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -
     from videotext.data.schema import VideoTextDataset
     from videotext.eval.moments import moment_metrics
     from videotext.search.moment_search import find_moments, query_vector
-    from videotext.search.moments import SpanSettings
+    from videotext.eval.span_finder import SpanSettings
 
     sys.path.insert(0, str(ROOT / "bench"))
     from moment_spans import GRID  # noqa: E402

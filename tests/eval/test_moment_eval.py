@@ -9,9 +9,11 @@ import torch
 
 from videotext.data.loaders import VideoFeatures
 from videotext.data.schema import Moment, Video, VideoTextDataset
+from videotext.config import ConfigError
 from videotext.errors import VideoTextError
 from videotext.eval.moment_eval import evaluate_moments, predict_moments, predictions_records
 from videotext.eval.moments import temporal_nms
+from videotext.models.moment_detr import SALIENCY_SPANS
 
 from tests.data.test_moment_batches import Store
 
@@ -21,11 +23,10 @@ class Oracle(torch.nn.Module):
     when the span is cut by the window's edge) and one wrong span (score 0.1); saliency 1 on its spans."""
 
     task, window, stride, experts = "moments", 40, 20, ["a"]
-    config = SimpleNamespace(nms_iou=0.7, max_predictions=10)
-
-    def __init__(self, truth: dict[str, list[tuple[float, float]]]):
+    def __init__(self, truth: dict[str, list[tuple[float, float]]], decode: str = "spans"):
         super().__init__()
         self.truth = truth
+        self.config = SimpleNamespace(nms_iou=0.7, max_predictions=10, decode=decode, saliency_spans=dict(SALIENCY_SPANS))
 
     def prepare_text(self, texts):
         return {"texts": texts}
@@ -80,6 +81,26 @@ def test_an_oracle_scores_full_marks():
     assert (metrics["n_queries"], metrics["n_videos"], metrics["highlight_truth"]) == (3, 2, "spans")
     with pytest.raises(VideoTextError, match="ranks videos"):
         evaluate_moments(SimpleNamespace(name="dual", task="retrieval"), dataset, features)
+
+
+def test_saliency_decoding_reads_spans_off_the_whole_video_saliency():
+    """decode "saliency": the span finder over the averaged saliency (1 on the truth's steps here), with the
+    packaged settings: smoothed by 3, q3's box of steps 10-13 reads 1/3, 2/3, 1, 1, 2/3, 1/3 over steps 9-14,
+    so (11, 13) scores 1 − 0.25 × 0.5 (its 2-step context each side averages 0.5) = 0.875 and (10, 14)
+    scores 5/6 − 0.25 × 1/12 = 0.8125."""
+    dataset, features = moment_set()
+    truth = {q.qid: q.spans for q in dataset.moment_queries()}
+    predictions, saliency, _ = predict_moments(Oracle(truth, "saliency"), dataset, features)
+    assert predictions["q3"][:2] == [pytest.approx((11.0, 13.0, 0.875)), pytest.approx((10.0, 14.0, 0.8125))]
+    assert len(predictions["long:0"]) <= 10 and {(30.0, 34.0), (76.0, 79.0)} <= {(s, e) for s, e, _ in predictions["long:0"]}
+    metrics = evaluate_moments(Oracle(truth, "saliency"), dataset, features)
+    assert metrics["decode"] == "saliency" and metrics["moments"]["R1@0.5"] == 100.0
+    oracle = Oracle(truth, "saliency")
+    oracle.config.saliency_spans = {**SALIENCY_SPANS, "smoothing": 3}
+    with pytest.raises(ConfigError, match="model.saliency_spans: unknown key 'smoothing'"):
+        predict_moments(oracle, dataset, features)
+    with pytest.raises(VideoTextError, match="decode 'best'"):
+        predict_moments(Oracle(truth, "best"), dataset, features)
 
 
 def test_temporal_nms_keeps_the_best_of_overlapping_spans():

@@ -13,9 +13,14 @@ from videotext.config import load_config
 from videotext.data.run_data import RunData
 from videotext.config import ConfigError
 from videotext.errors import VideoTextError
-from videotext.eval.moments import iou_matrix
+from videotext.apps.runs import evaluate
+from videotext.eval.moment_eval import predict_moments
+from videotext.eval.moments import iou_matrix, moment_metrics
+from videotext.eval.span_finder import SpanSettings, find_spans
 from videotext.losses.moment_detr import negative_pair_hinge
 from videotext.models import METHODS, build_method
+from videotext.models.moment_detr import SALIENCY_SPANS
+from videotext.run_model import load_run
 from videotext.train.checkpoint import save_checkpoint
 from videotext.train.trainer import Trainer
 
@@ -104,6 +109,26 @@ def test_trains_selects_on_validation_and_tests_once(moments, tmp_path):
     assert [line for line in lines if line["kind"] == "train"][0]["giou"] > 0
     assert (tmp_path / "run" / "checkpoints" / "best").is_dir()
     assert json.loads((tmp_path / "run" / "test_metrics.json").read_text())["moments"] == result["moments"]
+    # the same run read by its saliency (`videotext eval RUN --decode saliency`): the span finder over the
+    # saliency `predict_moments` averages, scored by the one metric; the run's own decoding is unchanged
+    own, _ = evaluate(tmp_path / "run", "test", report=False, threads=1)
+    assert own["moments"] == result["moments"] and own["decode"] == "spans"
+    read, _ = evaluate(tmp_path / "run", "test", report=False, threads=1, decode="saliency")
+    method = load_run(tmp_path / "run", threads=1).method
+    test = RunData(config).split("test")
+    _, saliency, steps = predict_moments(method, test, RunData(config).read_features)
+    expected = {}
+    for q in test.moment_queries():
+        starts = np.arange(len(saliency[q.qid]), dtype=np.float32) * np.float32(steps[q.qid])
+        found = find_spans(saliency[q.qid].astype(np.float32), starts, starts + np.float32(steps[q.qid]), k=10,
+                           settings=SpanSettings(**SALIENCY_SPANS))
+        expected[q.qid] = [(s.start, s.end, s.score) for s in found]
+    composed = moment_metrics(expected, {q.qid: q.spans for q in test.moment_queries()})
+    assert read["decode"] == "saliency" and read["moments"] == {k: v for k, v in composed.items() if k != "n_queries"}
+    assert read["moments"] != own["moments"]  # another decoding of the same weights
+    assert json.loads((tmp_path / "run" / "eval_test_best_saliency.json").read_text())["moments"] == read["moments"]
+    with pytest.raises(ConfigError, match="model.decode must be one of spans, saliency"):
+        build_method("moment_detr", {**config.model, "decode": "best"}, expert_dims=RunData(config).read_features.dims)
 
 
 def test_negative_pairs_read_the_windows_with_the_previous_windows_queries(moments):

@@ -9,7 +9,7 @@ from videotext.errors import DataFormatError, VideoTextError
 from videotext.search import Entry, Index
 from videotext.search.moment_search import find_moments, query_vector
 from videotext.search.moment_track import TRACK_FOLDER, TRACK_FILE, TrackWriter, open_track, remove_track
-from videotext.search.moments import SpanSettings
+from videotext.eval.span_finder import SpanSettings
 
 DIM = 4
 EXACT = SpanSettings(smooth=1, context_ratio=0.5, context_weight=1.0)

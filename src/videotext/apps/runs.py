@@ -60,9 +60,12 @@ def train_run(config: str, overrides: Sequence[str] = (), out: str | Path | None
 
 def evaluate(run_dir: str | Path, split: str = "test", checkpoint: str = "best", report: bool = True,
              data_config: str | None = None, precision: str | None = None, threads: int | None = None,
-             rescore: Sequence[str] = (), out: str | Path | None = None) -> tuple[dict[str, Any], Optional[Path]]:
+             rescore: Sequence[str] = (), out: str | Path | None = None,
+             decode: str | None = None) -> tuple[dict[str, Any], Optional[Path]]:
     """Evaluate a trained run on one split (`eval.run_eval.evaluate_run`): its own data, or zero-shot the
     data section of `data_config` (another dataset; no report then). Returns the metrics and the report.
+    `decode` reads a moment run's spans another way than it was trained with (`model.decode`: spans |
+    saliency); its metrics go to eval_SPLIT_CHECKPOINT_DECODE.json, beside the run's own.
 
     The metrics go into `out`, by default the run folder; a run shared on the hub (`hf-hub:ORG/NAME`,
     read from the hub cache, which is the hub client's) writes into `runs/ORG--NAME` instead, and carries
@@ -74,6 +77,12 @@ def evaluate(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
     if data_config is not None:
         model.config, report = zero_shot_config(model, data_config, checkpoint), False
         checkpoint = f"{checkpoint}_on_{Path(data_config).stem}"
+    if decode is not None:
+        if getattr(model.method, "task", "retrieval") != "moments" or not hasattr(model.method.config, "decode"):
+            raise VideoTextError(f"{run_dir}: --decode reads a moment run's spans; this run's method "
+                                 f"({model.config.method}) ranks videos")
+        model.method.config = dataclasses.replace(model.method.config, decode=decode)  # read when predicting
+        checkpoint = f"{checkpoint}_{decode}"
     return evaluate_run(model, split, checkpoint, report=report, rescore=rescore, out=out or output_folder(model))
 
 

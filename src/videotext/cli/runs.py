@@ -59,11 +59,13 @@ def eval_command(
     threads: Optional[int] = threads_option(None),
     rescore: Optional[List[str]] = typer.Option(None, "--rescore", help="Also report re-scored figures, labelled, beside the plain ones: dsl (dual softmax over all test queries at once), qbnorm (QB-Norm with a querybank of the training captions). Repeatable or comma-separated."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for eval_SPLIT_CHECKPOINT.json and the report (default: the run folder; for a run on the hub, runs/ORG--NAME)."),
+    decode: Optional[str] = typer.Option(None, "--decode", help="A moment run's spans read another way than it was trained with: spans (its moment queries', the paper's) or saliency (the span finder over its step saliency); written to eval_SPLIT_CHECKPOINT_DECODE.json."),
 ) -> None:
     """Evaluate a trained run on one split (the method's protocols; both directions)."""
     from videotext.apps.runs import evaluate
 
-    result, page = evaluate(run_dir, split, checkpoint, report, data_config, precision, threads, rescore or (), out)
+    result, page = evaluate(run_dir, split, checkpoint, report, data_config, precision, threads, rescore or (), out,
+                            decode)
     typer.echo(metrics_text(result))
     for entry in result.get("rescored", {}).values():  # never in place of the plain figures above
         typer.echo(metrics_text({f"{d} ({label})": entry[d] for d, label in entry["labels"].items()}))

@@ -1,12 +1,14 @@
 """The `moments` protocol: a moment method's spans for every query of a split, scored by the field's metrics.
 
 For each query with ground truth, every window of its video (`videotext.data.moment_batches.sliding_windows`)
-is read with the query; the method's spans of all windows, in seconds, are merged by non-maximum
-suppression and ranked by score (`predict_moments`), and its step saliency is averaged over the
-windows covering each step. `evaluate_moments` gives
+is read with the query; its step saliency is averaged over the windows covering each step, and its
+spans in seconds are, as the method's `decode` says, the spans of all windows merged by non-maximum
+suppression and ranked by score ("spans", the paper's), or the span finder's over the whole-video
+saliency ("saliency", `eval.span_finder.find_spans` with the method's `saliency_spans` settings)
+(`predict_moments`). `evaluate_moments` gives
 
     {"moments": R1/R5 at IoU 0.3/0.5/0.7, mIoU, mAP@0.5, mAP@0.75, mAP  (videotext.eval.moments),
-     "highlight": HIT@1, mAP of the step saliency, "n_queries", "n_videos"}
+     "highlight": HIT@1, mAP of the step saliency, "decode", "n_queries", "n_videos"}
 
 The highlight truth is the query's annotated clip scores (a clip counts from 4, "Very Good") where
 its clips are the feature steps (QVHighlights' 2-s clips with 2-s features); for queries annotated
@@ -22,10 +24,12 @@ import torch
 
 from videotext.data.moment_batches import WindowItem, collate_windows, sliding_windows, step_features, window_item
 from videotext.data.schema import MomentQuery, VideoTextDataset
+from videotext.config import ConfigError
 from videotext.errors import VideoTextError
 from videotext.eval.moments import (
     HIGHLIGHT_MIN_SCORE, clip_saliency_table, highlight_metrics, moment_metrics, spans_in_clips, temporal_nms,
 )
+from videotext.eval.span_finder import SpanSettings, find_spans
 from videotext.runtime import to_device
 
 
@@ -80,9 +84,32 @@ def predict_moments(method: Any, dataset: VideoTextDataset, read_features: Any, 
     finally:
         method.train(was_training)
     cfg = method.config
-    predictions = {q.qid: temporal_nms(raw[i], cfg.nms_iou, cfg.max_predictions) for i, q in enumerate(queries)}
     saliency = {q.qid: sums[i] / np.maximum(counts[i], 1) for i, q in enumerate(queries)}
+    if cfg.decode not in ("spans", "saliency"):
+        raise VideoTextError(f"decode {cfg.decode!r}: a moment method's spans are decoded as spans or saliency")
+    if cfg.decode == "saliency":
+        settings = saliency_span_settings(cfg.saliency_spans)
+        predictions = {q.qid: saliency_spans(saliency[q.qid], steps[q.qid], settings, cfg.max_predictions)
+                       for q in queries}
+    else:
+        predictions = {q.qid: temporal_nms(raw[i], cfg.nms_iou, cfg.max_predictions) for i, q in enumerate(queries)}
     return predictions, saliency, steps
+
+
+def saliency_span_settings(values: dict[str, Any]) -> SpanSettings:
+    """`model.saliency_spans` as the span finder's settings; an unknown key is one ConfigError naming it."""
+    unknown = sorted(set(values) - set(SpanSettings.__dataclass_fields__))
+    if unknown:
+        raise ConfigError(f"model.saliency_spans: unknown key {unknown[0]!r} (known: "
+                          f"{', '.join(SpanSettings.__dataclass_fields__)})")
+    return SpanSettings(**values)
+
+
+def saliency_spans(saliency: np.ndarray, step: float, settings: SpanSettings, k: int) -> list[tuple[float, float, float]]:
+    """The k best spans (start, end, score) of one video's step saliency [steps], its steps `step` s apart."""
+    scores = np.asarray(saliency, np.float32)
+    starts = np.arange(len(scores), dtype=np.float32) * np.float32(step)
+    return [(s.start, s.end, s.score) for s in find_spans(scores, starts, starts + np.float32(step), k=k, settings=settings)]
 
 
 def highlight_truth(query: MomentQuery, steps: int, step: float) -> tuple[np.ndarray, str]:
@@ -111,7 +138,7 @@ def evaluate_moments(method: Any, dataset: VideoTextDataset, read_features: Any,
     highlight = highlight_metrics(saliency, tables)
     return {"moments": {k: v for k, v in metrics.items() if k != "n_queries"},
             "highlight": {k: v for k, v in highlight.items() if k != "n_queries"},
-            "highlight_truth": "+".join(sorted(sources)), "n_queries": len(queries),
+            "highlight_truth": "+".join(sorted(sources)), "decode": method.config.decode, "n_queries": len(queries),
             "n_videos": len({q.video.id for q in queries})}
 
 

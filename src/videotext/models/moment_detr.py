@@ -53,6 +53,12 @@ from videotext.models.registry import build_method, register
 from videotext.text import build_text_encoder
 
 
+#: the span finder's settings for decode "saliency": the best of its 128-setting grid on the synthetic long-video
+#: set's val split, the same for all three seeds of the guided head (bench/moments.py, docs/moments.md)
+SALIENCY_SPANS = {"smooth": 3, "min_steps": 2, "scale_ratio": 1.5, "context_ratio": 1.0, "context_weight": 0.25}
+DECODINGS = ("spans", "saliency")
+
+
 @dataclass
 class MomentDETRConfig:
     text_model: str = ""  # "" = the bundled MiniLM (the paper: CLIP's text tokens, §5)
@@ -82,6 +88,11 @@ class MomentDETRConfig:
     positive_window_odds: float = 0.8  # training windows holding a ground-truth span (long videos only)
     nms_iou: float = 0.7  # merging the windows' spans of a long video
     max_predictions: int = 10  # spans kept per query (QVHighlights reads 10)
+    decode: str = "spans"  # how a video's spans are read: "spans", the moment queries' spans of every window
+    # merged by NMS (the paper, §4); "saliency" (not the paper's), the span finder over the whole-video step
+    # saliency (`eval.span_finder`), which validation then selects by too
+    saliency_spans: dict[str, Any] = field(default_factory=lambda: dict(SALIENCY_SPANS))  # the span finder's
+    # settings for decode "saliency" (`eval.span_finder.SpanSettings` fields; the others keep its defaults)
     guide_method: str = ""  # not the paper's: a trained retrieval method held frozen inside the head, whose
     # step vectors, query vector and their cosine join the inputs ("" = none, the paper's inputs)
     guide_model: dict[str, Any] = field(default_factory=dict)  # that method's model config (its run's `model:`)
@@ -192,6 +203,8 @@ class MomentDETR(Method):
             raise ConfigError(f"model.hidden_dim={config.hidden_dim} is not divisible by model.heads={config.heads}")
         if config.window_steps < 2 or not 0 < config.window_stride <= 1:
             raise ConfigError("model.window_steps must be ≥ 2 and model.window_stride in (0, 1]")
+        if config.decode not in DECODINGS:
+            raise ConfigError(f"model.decode must be one of {', '.join(DECODINGS)}, got {config.decode!r}")
         self.experts = list(expert_dims)
         d = config.hidden_dim
         self.text_encoder = build_text_encoder(config.text_model, "mean", config.freeze_text, config.max_text_tokens)

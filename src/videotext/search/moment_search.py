@@ -1,7 +1,7 @@
 """A search for moments: the query's spans in the videos an index finds for it.
 
     query vector ─▶ index.search (shortlist: which videos) ─▶ per video, the query's cosine with each
-    step (`search.moment_track`) ─▶ spans (`search.moments.find_spans`) ─▶ the k best, as hits
+    step (`search.moment_track`) ─▶ spans (`eval.span_finder.find_spans`) ─▶ the k best, as hits
 
 The index's own vectors (whole videos or windows) choose the candidate videos: the distinct videos of
 its `shortlist_width(k)` best entries, at most `videos` of them; every step of each is scored, so the
@@ -24,7 +24,7 @@ from videotext.errors import VideoTextError
 from videotext.search.entries import Hit, as_matrix
 from videotext.search.filters import entry_fields, fields_of, matches, parse_filter
 from videotext.search.moment_track import MomentTrack
-from videotext.search.moments import DEFAULT_SETTINGS, SpanSettings, find_spans
+from videotext.eval.span_finder import DEFAULT_SETTINGS, SpanSettings, find_spans
 from videotext.search.shortlist import shortlist_width
 
 CANDIDATE_VIDEOS = 20  # videos whose steps are scored for a top-k of at most this many moments

@@ -1,5 +1,5 @@
 """The moment track of an index folder: one vector per step of every indexed video, what a search for
-moments scores a query against (`search.moments` turns the scores into spans).
+moments scores a query against (`eval.span_finder` turns the scores into spans).
 
 A step's vector is the run's index vector of the clip of a few steps centred on that step (the
 `--window` encoding of that clip, `search.moment_build`; how many: `context_steps`), L2-normalised,

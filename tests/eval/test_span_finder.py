@@ -1,4 +1,4 @@
-"""Spans from per-step scores (`search.moments.find_spans`): hand-computed cases, the proposal ladder,
+"""Spans from per-step scores (`eval.span_finder.find_spans`): hand-computed cases, the proposal ladder,
 smoothing, suppression of overlaps, times of irregular steps, and a seeded noisy event whose span is
 sharper than the fixed windows around it."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from videotext.errors import VideoTextError
-from videotext.search.moments import DEFAULT_SETTINGS, SpanSettings, find_spans, smooth_scores, span_lengths
+from videotext.eval.span_finder import DEFAULT_SETTINGS, SpanSettings, find_spans, smooth_scores, span_lengths
 
 
 def steps(count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,8 +1,9 @@
-"""Moments of one video for one query, without training: spans from per-step scores.
+"""Moments of one video for one query: spans from per-step scores.
 
-`find_spans(scores, starts, ends)` takes a query's score at every step of one video (the cosine of
-the query vector with each step's vector, `search.moment_track`) and the steps' times, and returns
-the best spans, each with its start, end and score:
+`find_spans(scores, starts, ends)` takes a query's score at every step of one video and the steps'
+times, and returns the best spans, each with its start, end and score. The scores are the cosine of
+the query vector with each step's vector for `search --moments` (`search.moment_track`, no training),
+or a moment head's step saliency for its `decode: saliency` (`eval.moment_eval.predict_moments`):
 
     1. smooth     the scores with a centred box of `smooth` steps (1: none);
     2. propose    windows of every length of a geometric ladder (`min_steps`, ×`scale_ratio`, … up to
