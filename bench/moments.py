@@ -43,8 +43,8 @@ Per seed it writes ``results/benchmark/moments/{windows,spans}/seed_S.json`` (me
 `table` reads the three rows' records and writes ``results/benchmark/moments/table.json``: mean ± std
 over seeds, and the paired differences between rows seed by seed with their 95 % Student-t interval
 (`videotext.eval.compare.paired_difference`). `search --choose-on-val` adds row `spans_val`: the
-moment track's context (`index build --moment-context`: 1, 3, 5 or 9 steps) and the five span
-settings chosen together on the set's val split for each run (`spans_chosen_on_val`). `diagnose` reads
+moment track's context (`index build --moment-context`: 1, 3, 5 or 9 steps) and the six span
+settings (`span_grid`) chosen together on the set's val split for each run (`spans_chosen_on_val`). `diagnose` reads
 moment_detr runs in the window centred on each query's moment (`diagnose`), into
 ``results/benchmark/moments/diagnosis.json``.
 """
@@ -67,6 +67,7 @@ from videotext.io import write_json  # noqa: E402
 RECORDS = ROOT / "results" / "benchmark" / "moments"
 EXTRACT_OPTIONS = {"appearance": {"input_size": 96}, "motion": {"flow_size": 64, "frames_per_step": 3}}
 EXPERTS = ["appearance", "motion", "audio"]
+LONGEST = (0, 6)  # the longest proposal in steps, chosen on val with the rest: none (the library's default) or 6
 CONTEXTS = (1, 3, 5, 9)  # moment-track contexts (`index build --moment-context`) row spans_val chooses among
 #: citable names (no dots) of the moment metrics, as the docs quote them
 TABLE = {"R1_30": "R1@0.3", "R1_50": "R1@0.5", "R1_70": "R1@0.7", "R5_30": "R5@0.3", "R5_50": "R5@0.5",
@@ -322,8 +323,17 @@ def search_seed(seed: int, manifest: Path, features: Path, demo_data: Path, runs
     return records
 
 
+def span_grid() -> dict:
+    """The span settings chosen on val: the grid of bench/moment_spans.py (the library's defaults were
+    chosen from it) and the longest proposal (`LONGEST`, a length prior, so the data's to choose)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from moment_spans import GRID  # noqa: E402
+
+    return {**GRID, "max_steps": list(LONGEST)}
+
+
 def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
-    """The grid of bench/moment_spans.py over the queries `rows` ([(qid, (scores, starts, ends))]):
+    """The grid `span_grid()` over the queries `rows` ([(qid, (scores, starts, ends))]):
     (the best (key, settings, metrics) by R1@0.5 then mAP, on a tie the grid's first, so the cheaper;
     every entry of the grid)."""
     import itertools
@@ -331,9 +341,7 @@ def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
     from videotext.eval.moments import moment_metrics
     from videotext.eval.span_finder import SpanSettings, find_spans
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from moment_spans import GRID  # noqa: E402 - the grid the library's defaults were chosen from
-
+    GRID = span_grid()
     grid = []
     for values in itertools.product(*GRID.values()):
         settings = SpanSettings(**dict(zip(GRID, values)))
@@ -347,7 +355,7 @@ def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
 def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path) -> dict:
     """Row `moment_detr_saliency`: the guided head's saliency over each whole video (every window read
     with the query, overlaps averaged: `predict_moments`) as the step scores of the library's span
-    finder, its five settings chosen on val as for `spans_val` (`choose_span_settings`), the test
+    finder, its six settings chosen on val as for `spans_val` (`choose_span_settings`), the test
     queries answered once. The same run as row `moment_detr_guided`, decoded by its other head."""
     import numpy as np
 
@@ -359,9 +367,7 @@ def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path) -> dic
     from videotext.run_model import load_run
     from videotext.eval.span_finder import SpanSettings, find_spans
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from moment_spans import GRID  # noqa: E402
-
+    GRID = span_grid()
     base = RECORDS / "moment_detr_guided" / f"seed_{seed}.json"
     if not base.is_file():
         raise SystemExit(f"{base}: run `train --guide ... --seeds {seed}` first (its run is read here)")
@@ -421,8 +427,8 @@ def window_index(run_dir: Path, videos, store: Path, folder: Path, context: int)
 
 def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -> dict:
     """Row `spans_val`: the spans of row `spans` with the moment track's context (CONTEXTS) and the
-    five span settings chosen together on the set's val split (for each context a val index, the
-    grid of bench/moment_spans.py; the best R1@0.5 then mAP; on a tie the first, so the shorter
+    six span settings chosen together on the set's val split (for each context a val index, the
+    grid `span_grid()`; the best R1@0.5 then mAP; on a tie the first, so the shorter
     context and the cheaper setting) for the `dual` run of `seed`, then the test videos indexed with
     that context and the test queries answered once (`find_moments`, what `search(q, moments=True)`
     runs, with those settings)."""
@@ -432,9 +438,7 @@ def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -
     from videotext.search.moment_search import find_moments, query_vector
     from videotext.eval.span_finder import SpanSettings
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from moment_spans import GRID  # noqa: E402
-
+    GRID = span_grid()
     run_dir = runs / "dual" / f"seed_{seed}"
     base = RECORDS / "spans" / f"seed_{seed}.json"
     if not base.is_file():

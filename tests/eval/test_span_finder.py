@@ -62,6 +62,25 @@ def test_the_proposal_lengths_grow_geometrically_up_to_the_whole_video():
     assert span_lengths(10, SpanSettings(min_steps=1, scale_ratio=1.5)) == [1, 2, 3, 5, 8, 10]
     assert span_lengths(10, SpanSettings(min_steps=2, scale_ratio=1.25)) == [2, 3, 4, 5, 7, 9, 10]
     assert span_lengths(1) == [1]
+    # a longest proposal keeps the ladder's lengths at most it; a video shorter than it keeps its whole length
+    assert span_lengths(10, SpanSettings(min_steps=2, scale_ratio=1.5, max_steps=6)) == [2, 3, 5]
+    assert span_lengths(4, SpanSettings(min_steps=2, scale_ratio=1.5, max_steps=6)) == [2, 3, 4]
+    with pytest.raises(VideoTextError, match="max_steps must be 0"):
+        SpanSettings(min_steps=2, max_steps=1)
+
+
+def test_a_longest_proposal_keeps_a_short_event_from_spilling_over_a_broad_rise():
+    """A 5-step event (score 1) on a 20-step rise (0.6) in a flat video, proposals unrefined: uncapped,
+    the rise stands out most against its flat context (the whole rise, 20-40 s, scores 0.7 − 0 = 0.7);
+    capped at 6 steps, the event does: its 5 steps score 1 − 0.6 (its context lies on the rise) = 0.4."""
+    scores = np.zeros(60)
+    scores[20:40] = 0.6
+    scores[28:33] = 1.0
+    settings = SpanSettings(smooth=1, min_steps=2, context_ratio=1.0, context_weight=1.0, refine_rounds=0)
+    whole = find_spans(scores, *steps(60), k=1, settings=settings)[0]
+    capped = find_spans(scores, *steps(60), k=1, settings=SpanSettings(**{**settings.__dict__, "max_steps": 6}))[0]
+    assert whole.end - whole.start >= 18 and 18.0 <= whole.start and whole.end <= 42.0
+    assert (capped.start, capped.end) == (28.0, 33.0) and capped.score == pytest.approx(0.4)
 
 
 def test_smoothing_is_a_centred_box_shorter_at_the_ends():

@@ -7,7 +7,7 @@ or a moment head's step saliency for its `decode: saliency` (`eval.moment_eval.p
 
     1. smooth     the scores with a centred box of `smooth` steps (1: none);
     2. propose    windows of every length of a geometric ladder (`min_steps`, ×`scale_ratio`, … up to
-                  the whole video), each every max(1, length // 4) steps;
+                  the whole video; none longer than `max_steps` if set), each every max(1, length // 4) steps;
     3. score      each span by its mean inside minus `context_weight` × the mean of its context
                   (`context_ratio` × its length on each side, cut at the video's ends; a span with no
                   context counts its own mean): a span that matches an event sticks out of what
@@ -57,6 +57,8 @@ class SpanSettings:
     candidates: int = 40  # proposals refined per video
     refine_rounds: int = 2  # start-then-end passes of boundary refinement
     nms_iou: float = 0.5  # a span overlapping a better one more than this is dropped
+    max_steps: int = 0  # longest proposal, in steps (0: the whole video); refinement may still widen a span
+    # by its proposal's stride. Not searched for the defaults: a length prior is the data's, chosen on its val
 
     def __post_init__(self) -> None:
         if self.smooth < 1 or self.smooth % 2 == 0:
@@ -64,6 +66,9 @@ class SpanSettings:
         if self.min_steps < 1 or self.scale_ratio <= 1.0:
             raise VideoTextError(f"moments: min_steps must be >= 1 and scale_ratio > 1, got {self.min_steps} "
                                  f"and {self.scale_ratio}")
+        if self.max_steps < 0 or (self.max_steps and self.max_steps < self.min_steps):
+            raise VideoTextError(f"moments: max_steps must be 0 (the whole video) or >= min_steps "
+                                 f"({self.min_steps}), got {self.max_steps}")
         if self.context_ratio <= 0 or not 0.0 <= self.nms_iou <= 1.0 or self.candidates < 1:
             raise VideoTextError("moments: context_ratio must be > 0, nms_iou within [0, 1], candidates >= 1")
 
@@ -84,12 +89,14 @@ def smooth_scores(scores: np.ndarray, width: int) -> np.ndarray:
 
 def span_lengths(steps: int, settings: SpanSettings = DEFAULT_SETTINGS) -> list[int]:
     """The proposal lengths for a video of `steps` steps: `min_steps`, then ×`scale_ratio` (rounded
-    up, each at least one more), up to and including the whole video."""
+    up, each at least one more), up to and including the whole video; with `max_steps`, those of
+    them at most it."""
     lengths, length = [], min(settings.min_steps, steps)
     while length < steps:
         lengths.append(length)
         length = max(length + 1, int(np.ceil(length * settings.scale_ratio)))
-    return lengths + [steps]
+    lengths.append(steps)
+    return [n for n in lengths if n <= settings.max_steps] if settings.max_steps else lengths
 
 
 class _Scorer:
