@@ -158,17 +158,24 @@ def guide_settings(guide: Path | None, context: int) -> tuple[list[str], dict]:
             f"model.guide_context={context}"], model
 
 
+def head_rows(guided: bool, epochs: int | None) -> tuple[str, str]:
+    """The rows a training writes: the head's own spans and its saliency decoding (guided runs only);
+    a cap other than the config's 30 epochs is a row of its own, named with it (`moment_detr_guided-60`)."""
+    tail = f"-{epochs}" if epochs else ""
+    return ("moment_detr_guided" if guided else "moment_detr") + tail, "moment_detr_saliency" + tail
+
+
 def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], runs: Path,
-               guide: Path | None = None, guide_context: int = 1) -> dict:
+               guide: Path | None = None, guide_context: int = 1, epochs: int | None = None) -> dict:
     from videotext.config import load_config
     from videotext.eval.moment_eval import predict_moments, predictions_records
     from videotext.eval.moments import moment_metrics
     from videotext.train.trainer import Trainer, read_metrics_log
 
-    row = "moment_detr_guided" if guide is not None else "moment_detr"
+    row = head_rows(guide is not None, epochs)[0]
     guided, guide_model = guide_settings(guide, guide_context)
     settings = [f"data.manifest={manifest}", f"data.features={features}", "train.threads=1", f"train.seed={seed}",
-                *guided, *overrides]
+                *guided, *([f"train.epochs={epochs}"] if epochs else []), *overrides]
     shown = [f"data.manifest={_shown(manifest)}", f"data.features={_shown(features)}", *settings[2:]]
     shown = [f"train.init_from={_shown(guide)}" if s.startswith("train.init_from=") else s for s in shown]
     config = load_config("moment_detr/synthetic", settings)
@@ -210,12 +217,15 @@ def train_seed(seed: int, manifest: Path, features: Path, overrides: list[str], 
 
 
 DEMO_DATA = ROOT / "data" / "synthetic-2000-seed0"  # `videotext demo` (make demo) makes it
-ROWS = ("windows", "spans", "spans_val", "moment_detr", "moment_detr_guided", "moment_detr_saliency")
+ROWS = ("windows", "spans", "spans_val", "moment_detr", "moment_detr_guided", "moment_detr_saliency",
+        "moment_detr_guided-60", "moment_detr_saliency-60")
 PAIRS = (("spans", "windows"), ("spans_val", "windows"), ("spans_val", "spans"), ("moment_detr", "spans"),
          ("moment_detr", "spans_val"), ("moment_detr", "windows"), ("moment_detr_guided", "spans_val"),
          ("moment_detr_guided", "moment_detr"), ("moment_detr_guided", "windows"),
          ("moment_detr_saliency", "spans_val"), ("moment_detr_saliency", "moment_detr_guided"),
-         ("moment_detr_saliency", "windows"))
+         ("moment_detr_saliency", "windows"), ("moment_detr_guided-60", "moment_detr_guided"),
+         ("moment_detr_saliency-60", "moment_detr_saliency"), ("moment_detr_saliency-60", "spans_val"),
+         ("moment_detr_guided-60", "spans_val"))
 QUOTED = ("R1_50", "R1_70", "mAP")  # the columns of the table
 
 
@@ -352,11 +362,11 @@ def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
     return max(grid, key=lambda item: item[0]), grid  # max keeps the first of equals
 
 
-def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path) -> dict:
+def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path, epochs: int | None = None) -> dict:
     """Row `moment_detr_saliency`: the guided head's saliency over each whole video (every window read
     with the query, overlaps averaged: `predict_moments`) as the step scores of the library's span
     finder, its six settings chosen on val as for `spans_val` (`choose_span_settings`), the test
-    queries answered once. The same run as row `moment_detr_guided`, decoded by its other head."""
+    queries answered once. The same run as row `moment_detr_guided` (or `-EPOCHS`), decoded by its other head."""
     import numpy as np
 
     from videotext.data.features import FeatureStore
@@ -368,7 +378,8 @@ def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path) -> dic
     from videotext.eval.span_finder import SpanSettings, find_spans
 
     GRID = span_grid()
-    base = RECORDS / "moment_detr_guided" / f"seed_{seed}.json"
+    head_row, row = head_rows(True, epochs)
+    base = RECORDS / head_row / f"seed_{seed}.json"
     if not base.is_file():
         raise SystemExit(f"{base}: run `train --guide ... --seeds {seed}` first (its run is read here)")
     method = load_run(runs / f"seed_{seed}", checkpoint="best", threads=1, device="cpu").method
@@ -399,18 +410,18 @@ def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path) -> dic
     metrics = moment_metrics(predictions, test_truth)
     head = json.loads(base.read_text(encoding="utf-8"))
     record = {
-        "benchmark": "moments", "row": "moment_detr_saliency", "seed": seed, "run": head["overrides"],
+        "benchmark": "moments", "row": row, "seed": seed, "run": head["overrides"],
         "decoding": "find_spans over the head's whole-video saliency, settings chosen on val",
         "grid": GRID, "chosen": {k: getattr(chosen, k) for k in GRID},
         "val": {"n_queries": len(val_truth), "choose_cpu_s": round(choose_cpu, 1), "settings_tried": len(grid),
                 "chosen": {k: best[2][v] for k, v in TABLE.items()}},
         "train_cpu_s": head["train_cpu_s"], "predict_test_cpu_s": round(predict_cpu + spans_cpu, 1),
-        "results": {"moment_detr_saliency": {"moments": metrics, "n_queries": len(test_truth),
+        "results": {row: {"moments": metrics, "n_queries": len(test_truth),
                                              "n_videos": len(dataset.split("test")),
                                              "table": {k: metrics[v] for k, v in TABLE.items()}}},
         "machine": machine(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    write_json(RECORDS / "moment_detr_saliency" / f"seed_{seed}.json", record)
+    write_json(RECORDS / row / f"seed_{seed}.json", record)
     return record
 
 
@@ -612,6 +623,8 @@ def main() -> None:
     two.add_argument("--guide", type=Path, default=None,
                      help="row moment_detr_guided: the `dual` runs (seed_S/) held frozen as the head's guide")
     two.add_argument("--guide-context", type=int, default=3, help="steps the guide encodes as one clip")
+    two.add_argument("--epochs", type=int, default=None,
+                     help="an epoch cap other than the config's: rows named with it (moment_detr_guided-60)")
     three = sub.add_parser("search", help="fixed windows and training-free spans of the demo's run, per seed")
     three.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
     three.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
@@ -661,22 +674,22 @@ def main() -> None:
                   f" (val {record['val']['chosen']['R1_50']:.1f} against {record['val']['defaults']['R1_50']:.1f} "
                   f"with the defaults)", flush=True)
         return
-    row = "moment_detr_guided" if args.guide else "moment_detr"
-    runs = args.runs.parent / row if args.guide and args.runs.name == "moment_detr" else args.runs
+    row, saliency_row = head_rows(args.guide is not None, args.epochs)
+    runs = args.runs.parent / row if row != "moment_detr" and args.runs.name == "moment_detr" else args.runs
     for seed in [int(s) for s in args.seeds.split(",")]:
         if (RECORDS / row / f"seed_{seed}.json").is_file():
             print(f"seed {seed}: recorded already")
             continue
         record = train_seed(seed, args.manifest.absolute(), args.features.absolute(), args.overrides, runs,
-                            args.guide.absolute() if args.guide else None, args.guide_context)
+                            args.guide.absolute() if args.guide else None, args.guide_context, args.epochs)
         print(f"seed {seed}: " + json.dumps(record["results"][row]["table"]) +
               f" train {record['train_cpu_s']:.0f} CPU-s", flush=True)
     for seed in [int(s) for s in args.seeds.split(",")] if args.guide else []:
-        if (RECORDS / "moment_detr_saliency" / f"seed_{seed}.json").is_file():
+        if (RECORDS / saliency_row / f"seed_{seed}.json").is_file():
             continue
-        record = saliency_spans(seed, args.manifest.absolute(), args.features.absolute(), runs)
-        print(f"seed {seed} moment_detr_saliency {record['chosen']}: "
-              + json.dumps(record["results"]["moment_detr_saliency"]["table"]), flush=True)
+        record = saliency_spans(seed, args.manifest.absolute(), args.features.absolute(), runs, args.epochs)
+        print(f"seed {seed} {saliency_row} {record['chosen']}: "
+              + json.dumps(record["results"][saliency_row]["table"]), flush=True)
 
 
 if __name__ == "__main__":
