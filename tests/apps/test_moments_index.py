@@ -3,7 +3,8 @@ of every one-step clip), `search --moments`, `open_index(...).search(moments=Tru
 `/search?moments=true` answer the same spans, an update encodes only new videos' steps, a whole-video
 build keeps only the videos whose every step it extracted (all of them with `--moments`), a track built
 with `--moment-context 3` encodes the clip centred on each step and its updates keep that, and every
-entry carries its duration (an index built before keeps working; `--update` fills it)."""
+entry carries its duration (an index built before keeps working; `--update` fills it); the span finder's
+settings mean the same through the three doors."""
 from __future__ import annotations
 
 import dataclasses
@@ -168,6 +169,47 @@ def test_the_cli_python_and_http_answer_the_same_moments(windows):
     assert client.get("/search", params={"q": QUERY, "moments": "true", "by": "said"}).status_code == 400
 
 
+def test_span_settings_mean_the_same_through_every_door(windows):
+    """`spans=` (Python), `--span` (CLI) and `span=` (HTTP) are one parser: the same spans as
+    `find_moments` with those settings, which differ from the defaults' here; a bad name is one line."""
+    from fastapi.testclient import TestClient
+
+    import videotext
+    from videotext.apps.serve import create_app
+    from videotext.cli import app
+    from videotext.errors import VideoTextError
+    from videotext.eval.span_finder import SpanSettings
+    from videotext.search.moment_search import find_moments, query_vector
+
+    folder, _ = windows
+    opened = videotext.open_index(folder)
+    settings = SpanSettings(max_steps=2, context_weight=0.0)  # spans of at most 2 steps (+1 by refinement)
+    expected = find_moments(opened.index, opened.track, query_vector(opened.query_side, QUERY), 5, settings=settings)
+    spans = [(h.id, h.start, h.end, h.score) for h in expected]
+    assert all(h.end - h.start <= 3.0 for h in expected)
+    assert spans != [(h.id, h.start, h.end, h.score) for h in opened.search(QUERY, k=5, moments=True)]
+    for given in ({"max_steps": 2, "context_weight": 0}, ["max_steps=2", "context_weight=0.0"], settings):
+        assert [(h.id, h.start, h.end, h.score) for h in opened.search(QUERY, k=5, moments=True, spans=given)] == spans
+    printed = CliRunner().invoke(app, ["search", str(folder), QUERY, "-k", "5", "--moments", "--json",
+                                       "--span", "max_steps=2", "--span", "context_weight=0"])
+    assert printed.exit_code == 0, printed.output
+    assert [(p["id"], p["start"], p["end"], p["score"]) for p in json.loads(printed.output)] == spans
+    client = TestClient(create_app(folder))
+    answer = client.get("/search", params=[("q", QUERY), ("k", 5), ("moments", "true"), ("span", "max_steps=2"),
+                                           ("span", "context_weight=0")])
+    assert [(r["id"], r["start"], r["end"], r["score"]) for r in answer.json()["results"]] == spans
+    with pytest.raises(VideoTextError, match=r"spans: unknown key\(s\) \['smoothing'\]"):
+        opened.search(QUERY, moments=True, spans={"smoothing": 3})
+    with pytest.raises(VideoTextError, match="span settings are for a search for moments"):
+        opened.search(QUERY, spans={"max_steps": 2})
+    bad = CliRunner().invoke(app, ["search", str(folder), QUERY, "--moments", "--span", "max_steps"])
+    assert bad.exit_code != 0 and "spans 'max_steps': expected NAME=VALUE" in bad.output
+    bad = CliRunner().invoke(app, ["search", str(folder), QUERY, "--span", "max_steps=2"])
+    assert bad.exit_code != 0 and "--span sets the span finder of --moments; add --moments" in bad.output
+    refused = client.get("/search", params={"q": QUERY, "moments": "true", "span": "max_steps=1.5"})
+    assert refused.status_code == 400 and refused.json()["detail"] == "spans.max_steps: expected an integer, got 1.5"
+
+
 def test_an_update_encodes_only_the_new_videos_steps(setup, tiny_synth, tmp_path):
     import videotext
     from videotext.search.moment_track import open_track
@@ -248,3 +290,16 @@ def test_every_entry_carries_its_duration_and_an_update_fills_an_older_index(set
     filled = Index.load(out).entries()
     assert all(e.meta["duration"] == pytest.approx(6.0, abs=0.1) and e.end == e.meta["duration"] for e in filled)
     assert len(videotext.open_index(out).search(QUERY, k=10, where="duration > 5")) == 3
+
+
+def test_a_run_that_ranks_videos_refuses_decode(setup):
+    """`eval --decode` reads a moment run's spans another way; a retrieval run is one line, no traceback."""
+    from videotext.apps.runs import evaluate
+    from videotext.cli import app
+    from videotext.errors import VideoTextError
+
+    _, run, _ = setup
+    with pytest.raises(VideoTextError, match=r"--decode reads a moment run's spans; this run's method \(dual\) ranks videos"):
+        evaluate(run, decode="saliency", report=False)
+    printed = CliRunner().invoke(app, ["eval", str(run), "--decode", "saliency"])
+    assert printed.exit_code != 0 and "ranks videos" in printed.output and "Traceback" not in printed.output

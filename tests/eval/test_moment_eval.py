@@ -97,7 +97,7 @@ def test_saliency_decoding_reads_spans_off_the_whole_video_saliency():
     assert metrics["decode"] == "saliency" and metrics["moments"]["R1@0.5"] == 100.0
     oracle = Oracle(truth, "saliency")
     oracle.config.saliency_spans = {**SALIENCY_SPANS, "smoothing": 3}
-    with pytest.raises(ConfigError, match="model.saliency_spans: unknown key 'smoothing'"):
+    with pytest.raises(ConfigError, match=r"model.saliency_spans: unknown key\(s\) \['smoothing'\]"):
         predict_moments(oracle, dataset, features)
     with pytest.raises(VideoTextError, match="decode 'best'"):
         predict_moments(Oracle(truth, "best"), dataset, features)

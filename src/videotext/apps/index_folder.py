@@ -45,6 +45,7 @@ from videotext.search.fusion import DEFAULT_FUSION, check_fusion
 from videotext.search.index import open_store
 from videotext.search.live import published_version, publish
 from videotext.search.milvus import DEFAULT_COLLECTION
+from videotext.eval.span_finder import SpansGiven, span_settings
 from videotext.search.moment_search import find_moments, query_vector
 from videotext.search.moment_track import MomentTrack, check_context_steps, open_track
 from videotext.search.query_encoder import META_FILE, QUERY_FOLDER, exported_searcher, export_is_current
@@ -305,30 +306,35 @@ class SearchableIndex:
         return self
 
     def search(self, query: str, k: int = 10, by: str = "all", where: str | None = None,
-               fusion: str = DEFAULT_FUSION, moments: bool = False) -> list[Hit]:
+               fusion: str = DEFAULT_FUSION, moments: bool = False, spans: SpansGiven = None) -> list[Hit]:
         """Top-k hits for a text query by what is shown, said and written (`by`: shown, said, written,
         both, all or a comma list; `search.channels`), fused by `fusion` (standard or rrf); `where` keeps
         the entries whose metadata pass that filter (`search.filters`). With `moments`, the k best spans
-        of videos by what is shown instead (`moments`)."""
+        of videos by what is shown instead (`moments`, its span finder's settings `spans`)."""
         check_fusion(fusion)
         channels = _channels(by, self.lines)
+        if spans is not None and not moments:
+            raise VideoTextError("span settings are for a search for moments (--moments, moments=true)")
         if moments:
             if "shown" not in channels:
                 raise VideoTextError(f"--moments finds spans by what is shown; --by {by!r} leaves it out")
-            return self.moments(query, k, where)
+            return self.moments(query, k, where, spans)
         searcher = self.searcher
         if searcher is None and "shown" in channels:  # text channels alone load no model
             searcher = self.query_side
         return search_by(searcher, self.index, self.lines, query, k=k, by=by, where=where, fusion=fusion)
 
-    def moments(self, query: str, k: int = 10, where: str | None = None) -> list[Hit]:
+    def moments(self, query: str, k: int = 10, where: str | None = None, spans: SpansGiven = None) -> list[Hit]:
         """The k best moments of the indexed videos for a text query: spans with their start, end and
-        score (`search.moment_search`), scored against the folder's moment track by the query side."""
+        score (`search.moment_search`), scored against the folder's moment track by the query side.
+        `spans`: the span finder's settings over its defaults (`eval.span_finder.span_settings`: a
+        `SpanSettings`, {name: value} or NAME=VALUE strings), e.g. {"max_steps": 6} chosen on a val split."""
+        settings = span_settings(spans)  # a bad setting is told before the track is read
         track = self.track
         if track is None:
             raise VideoTextError("this index keeps no moment track; build it with `videotext index build --moments` "
                                  "(every step of whole videos) or `--window SECONDS`")  # no path: the HTTP API says it
-        return find_moments(self.index, track, query_vector(self.query_side, query), k, where)
+        return find_moments(self.index, track, query_vector(self.query_side, query), k, where, settings=settings)
 
     def like(self, example: Any = None, k: int = 10, where: str | None = None, id: str | None = None) -> list[Hit]:
         """The k entries most like an example (an image, a video, or `PATH@START-END`, extracted and

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -121,6 +121,9 @@ def search(
                                                             "(reciprocal rank fusion)."),
     moments: bool = typer.Option(False, "--moments", help="Answer the best spans of videos (start, end, score) "
                                                           "instead of indexed videos or windows."),
+    span: Optional[List[str]] = typer.Option(None, "--span", help="With --moments: a span finder setting "
+                                             "NAME=VALUE over its defaults (repeatable), e.g. max_steps=6 "
+                                             "(docs/search.md lists them)."),
 ) -> None:
     """Search an index with text; prints ranked videos with scores (and the matched spoken line)."""
     from videotext.apps.index_folder import check_search, open_index
@@ -129,10 +132,12 @@ def search(
         raise VideoTextError("search: give one of a text QUERY, --like PATH or --like-id ID")
     if moments and query is None:
         raise VideoTextError("search: --moments takes a text QUERY")
+    if span and not moments:
+        raise VideoTextError("search: --span sets the span finder of --moments; add --moments")
     check_search(by, fusion)  # before anything is opened
     opened = open_index(index, run_dir, precision, threads)
     if query is not None:
-        print_hits(opened.search(query, k=k, by=by, where=where, fusion=fusion, moments=moments), as_json)
+        print_hits(opened.search(query, k=k, by=by, where=where, fusion=fusion, moments=moments, spans=span or None), as_json)
     else:
         print_hits(opened.like(like, k=k, where=where, id=like_id), as_json)
 

@@ -24,12 +24,11 @@ import torch
 
 from videotext.data.moment_batches import WindowItem, collate_windows, sliding_windows, step_features, window_item
 from videotext.data.schema import MomentQuery, VideoTextDataset
-from videotext.config import ConfigError
 from videotext.errors import VideoTextError
 from videotext.eval.moments import (
     HIGHLIGHT_MIN_SCORE, clip_saliency_table, highlight_metrics, moment_metrics, spans_in_clips, temporal_nms,
 )
-from videotext.eval.span_finder import SpanSettings, find_spans
+from videotext.eval.span_finder import SpanSettings, find_spans, span_settings
 from videotext.runtime import to_device
 
 
@@ -88,21 +87,12 @@ def predict_moments(method: Any, dataset: VideoTextDataset, read_features: Any, 
     if cfg.decode not in ("spans", "saliency"):
         raise VideoTextError(f"decode {cfg.decode!r}: a moment method's spans are decoded as spans or saliency")
     if cfg.decode == "saliency":
-        settings = saliency_span_settings(cfg.saliency_spans)
+        settings = span_settings(cfg.saliency_spans, "model.saliency_spans")
         predictions = {q.qid: saliency_spans(saliency[q.qid], steps[q.qid], settings, cfg.max_predictions)
                        for q in queries}
     else:
         predictions = {q.qid: temporal_nms(raw[i], cfg.nms_iou, cfg.max_predictions) for i, q in enumerate(queries)}
     return predictions, saliency, steps
-
-
-def saliency_span_settings(values: dict[str, Any]) -> SpanSettings:
-    """`model.saliency_spans` as the span finder's settings; an unknown key is one ConfigError naming it."""
-    unknown = sorted(set(values) - set(SpanSettings.__dataclass_fields__))
-    if unknown:
-        raise ConfigError(f"model.saliency_spans: unknown key {unknown[0]!r} (known: "
-                          f"{', '.join(SpanSettings.__dataclass_fields__)})")
-    return SpanSettings(**values)
 
 
 def saliency_spans(saliency: np.ndarray, step: float, settings: SpanSettings, k: int) -> list[tuple[float, float, float]]:

@@ -26,7 +26,7 @@ docs/search.md), never on its test set.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -74,6 +74,31 @@ class SpanSettings:
 
 
 DEFAULT_SETTINGS = SpanSettings()
+SpansGiven = Union[SpanSettings, Mapping[str, Any], Sequence[str], None]
+
+
+def span_settings(given: SpansGiven, where: str = "spans") -> SpanSettings:
+    """The settings a caller names, over the defaults: a `SpanSettings`, a mapping {name: value} (the
+    Python API, a config's `model.saliency_spans`) or `NAME=VALUE` strings (`search --span`, the HTTP
+    API's `span=`), each value read as its field's type. One way for every door, so a setting a user
+    chose on a val split means the same everywhere; an unknown name or a bad value is one error naming
+    `where` and it. None: the defaults."""
+    if given is None:
+        return DEFAULT_SETTINGS
+    if isinstance(given, SpanSettings):
+        return given
+    from videotext.config import ConfigError, from_dict, parse_value  # not on a plain search's import path
+
+    if not isinstance(given, Mapping):
+        if isinstance(given, (str, bytes)):
+            given = [given]  # one NAME=VALUE
+        pairs = [str(item).partition("=") for item in given]
+        bad = [f"{name}{sep}{value}" for name, sep, value in pairs if not sep or not name.strip()]
+        if bad:
+            raise ConfigError(f"{where} {bad[0]!r}: expected NAME=VALUE, e.g. max_steps=6 "
+                              f"(names: {', '.join(SpanSettings.__dataclass_fields__)})")
+        given = {name.strip(): parse_value(value) for name, _, value in pairs}
+    return from_dict(SpanSettings, dict(given), where)
 
 
 def smooth_scores(scores: np.ndarray, width: int) -> np.ndarray:

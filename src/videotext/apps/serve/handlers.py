@@ -6,7 +6,8 @@ meanwhile never mixes into one answer.
                             what is shown, said, written (or both, all, a comma list), fused by `fusion`;
                             a hit found by what is said or written carries its line and time (`said`,
                             `written` with its box); `where=` keeps entries whose metadata pass a filter;
-                            `moments=true` answers the best spans of videos (their start and end)
+                            `moments=true` answers the best spans of videos (their start and end),
+                            `span=NAME=VALUE` (repeatable) sets its span finder
     GET /search/like?id=…   the entries most like an indexed one (itself left out)
     POST /search/like?filename=…  the body an image or a video (≤ 64 MiB, else 413): the entries most
                             like it; decoded from a temporary file deleted before the answer
@@ -103,6 +104,8 @@ def search(
                         "standardised over the candidates and summed; rrf: reciprocal rank fusion."),
     moments: bool = Query(False, description="Answer the best spans of videos (start, end, score) found in the "
                           "index's moment track, instead of its entries."),
+    span: Optional[list[str]] = Query(None, description="With `moments=true`: a span finder "
+                                      "setting NAME=VALUE over its defaults (repeatable: `span=max_steps=6`)."),
 ) -> SearchResponse:
     text = q.strip()
     if not text:
@@ -113,7 +116,8 @@ def search(
         return SearchResponse(query=text, k=k, results=[])
     where = filter_of(where)
     with served.query_lock:
-        hits = snap.searchable.search(text, k=k, by=by, where=where, fusion=fusion, moments=moments)
+        hits = snap.searchable.search(text, k=k, by=by, where=where, fusion=fusion, moments=moments,
+                                      spans=span or None)
     return SearchResponse(query=text, k=k, results=results_of(snap.index, hits))
 
 
