@@ -188,7 +188,8 @@ def main() -> None:
     text_model = random_text_model(args.text_model) if args.text_model else None
     record: dict[str, Any] = {"benchmark": "moment_head_device", "device": str(device),
                               "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                              "torch": torch.__version__, "random_text_weights": text_model is not None}
+                              "torch": torch.__version__, "random_text_weights": text_model is not None,
+                              "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d")}
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         make_set(root, tuple(int(v) for v in args.videos.split(",")))
