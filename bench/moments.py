@@ -21,7 +21,9 @@ go to runs/moments/moment_detr/seed_S. The figures the docs quote are under ``re
 instead (`moment_detr/synthetic`'s settings with the `dual` run of the same seed held frozen as the
 head's guide, `--guide-context` steps a vector; runs in runs/moments/moment_detr_guided), then row
 `moment_detr_saliency` from the same runs: the head's whole-video saliency as the step scores of the
-span finder, its settings chosen on val (`saliency_spans`).
+span finder, its settings chosen on val (`saliency_spans`). `--epochs N` trains at another epoch cap
+(the training-length rule's cure for a row still rising at its cap: docs/benchmark.md) as rows of their
+own, `moment_detr_guided-N` and `moment_detr_saliency-N` (runs in runs/moments/moment_detr_guided-N).
 
     nice -n 19 python bench/moments.py search --seeds 0,1,2   # windows and training-free spans, per seed
     python bench/moments.py table                             # the three rows side by side, paired
