@@ -443,12 +443,12 @@ def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -
     six span settings chosen together on the set's val split (for each context a val index, the
     grid `span_grid()`; the best R1@0.5 then mAP; on a tie the first, so the shorter
     context and the cheaper setting) for the `dual` run of `seed`, then the test videos indexed with
-    that context and the test queries answered once (`find_moments`, what `search(q, moments=True)`
-    runs, with those settings)."""
+    that context and the test queries answered once through the library's door,
+    `search(q, moments=True, spans=those settings)`."""
     import videotext
     from videotext.data.schema import VideoTextDataset
     from videotext.eval.moments import moment_metrics
-    from videotext.search.moment_search import find_moments, query_vector
+    from videotext.search.moment_search import query_vector
     from videotext.eval.span_finder import SpanSettings
 
     GRID = span_grid()
@@ -479,15 +479,14 @@ def spans_chosen_on_val(seed: int, manifest: Path, features: Path, runs: Path) -
     queries = test.moment_queries()
     predictions, cpu = {}, time.process_time()
     for q in queries:
-        hits = find_moments(opened.index, opened.track, query_vector(opened.query_side, q.query), 10,
-                            f'video_id == "{q.video.id}"', settings=chosen)
+        hits = opened.search(q.query, k=10, where=f'video_id == "{q.video.id}"', moments=True, spans=chosen)
         predictions[q.qid] = [(hit.start, hit.end, hit.score) for hit in hits]
     per_query = 1000 * (time.process_time() - cpu) / len(queries)
     metrics = moment_metrics(predictions, {q.qid: q.spans for q in queries})
     record = {key: value for key, value in json.loads(base.read_text(encoding="utf-8")).items()
               if key not in ("results", "row", "query", "cpu_ms_per_query")}
     record.update({
-        "row": "spans_val", "query": "find_moments(index, track, q, 10, where=its video, settings=chosen on val)",
+        "row": "spans_val", "query": "search(q, k=10, where=its video, moments=True, spans=chosen on val)",
         "grid": {"moment_context": list(CONTEXTS), **GRID},
         "chosen": {"moment_context": context, **{k: getattr(chosen, k) for k in GRID}},
         "test_index": _shown(test_index),
