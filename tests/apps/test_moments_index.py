@@ -205,7 +205,7 @@ def test_span_settings_mean_the_same_through_every_door(windows):
     bad = CliRunner().invoke(app, ["search", str(folder), QUERY, "--moments", "--span", "max_steps"])
     assert bad.exit_code != 0 and "spans 'max_steps': expected NAME=VALUE" in bad.output
     bad = CliRunner().invoke(app, ["search", str(folder), QUERY, "--span", "max_steps=2"])
-    assert bad.exit_code != 0 and "--span sets the span finder of --moments; add --moments" in bad.output
+    assert bad.exit_code != 0 and "span settings are for a search for moments (--moments" in bad.output
     refused = client.get("/search", params={"q": QUERY, "moments": "true", "span": "max_steps=1.5"})
     assert refused.status_code == 400 and refused.json()["detail"] == "spans.max_steps: expected an integer, got 1.5"
 

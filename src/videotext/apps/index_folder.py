@@ -45,7 +45,7 @@ from videotext.search.fusion import DEFAULT_FUSION, check_fusion
 from videotext.search.index import open_store
 from videotext.search.live import published_version, publish
 from videotext.search.milvus import DEFAULT_COLLECTION
-from videotext.eval.span_finder import SpansGiven, span_settings
+from videotext.eval.span_finder import SpanSettings, SpansGiven, span_settings
 from videotext.search.moment_search import find_moments, query_vector
 from videotext.search.moment_track import MomentTrack, check_context_steps, open_track
 from videotext.search.query_encoder import META_FILE, QUERY_FOLDER, exported_searcher, export_is_current
@@ -240,10 +240,15 @@ def check_index(folder: str | os.PathLike, source: str | os.PathLike | None = No
     return check(folder, source, progress=progress)
 
 
-def check_search(by: str = "all", fusion: str = DEFAULT_FUSION) -> None:
-    """One clear error for a `by` or `fusion` that a search does not take, before anything is opened."""
+def check_search(by: str = "all", fusion: str = DEFAULT_FUSION, moments: bool = False,
+                 spans: SpansGiven = None) -> SpanSettings:
+    """One clear error for a `by`, `fusion` or span setting that a search does not take, before anything
+    is opened; returns the span finder's settings of a search for moments (`eval.span_finder.span_settings`)."""
     parse_by(by)
     check_fusion(fusion)
+    if spans is not None and not moments:
+        raise VideoTextError("span settings are for a search for moments (--moments, moments=true)")
+    return span_settings(spans)
 
 
 # ---- open -------------------------------------------------------------------------------------
@@ -311,14 +316,12 @@ class SearchableIndex:
         both, all or a comma list; `search.channels`), fused by `fusion` (standard or rrf); `where` keeps
         the entries whose metadata pass that filter (`search.filters`). With `moments`, the k best spans
         of videos by what is shown instead (`moments`, its span finder's settings `spans`)."""
-        check_fusion(fusion)
+        settings = check_search(by, fusion, moments, spans)
         channels = _channels(by, self.lines)
-        if spans is not None and not moments:
-            raise VideoTextError("span settings are for a search for moments (--moments, moments=true)")
         if moments:
             if "shown" not in channels:
                 raise VideoTextError(f"--moments finds spans by what is shown; --by {by!r} leaves it out")
-            return self.moments(query, k, where, spans)
+            return self.moments(query, k, where, settings)
         searcher = self.searcher
         if searcher is None and "shown" in channels:  # text channels alone load no model
             searcher = self.query_side
@@ -329,7 +332,7 @@ class SearchableIndex:
         score (`search.moment_search`), scored against the folder's moment track by the query side.
         `spans`: the span finder's settings over its defaults (`eval.span_finder.span_settings`: a
         `SpanSettings`, {name: value} or NAME=VALUE strings), e.g. {"max_steps": 6} chosen on a val split."""
-        settings = span_settings(spans)  # a bad setting is told before the track is read
+        settings = span_settings(spans)  # a bad setting is told before the track is read (as is: a SpanSettings)
         track = self.track
         if track is None:
             raise VideoTextError("this index keeps no moment track; build it with `videotext index build --moments` "

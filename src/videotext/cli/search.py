@@ -132,9 +132,7 @@ def search(
         raise VideoTextError("search: give one of a text QUERY, --like PATH or --like-id ID")
     if moments and query is None:
         raise VideoTextError("search: --moments takes a text QUERY")
-    if span and not moments:
-        raise VideoTextError("search: --span sets the span finder of --moments; add --moments")
-    check_search(by, fusion)  # before anything is opened
+    check_search(by, fusion, moments, span or None)  # before anything is opened
     opened = open_index(index, run_dir, precision, threads)
     if query is not None:
         print_hits(opened.search(query, k=k, by=by, where=where, fusion=fusion, moments=moments, spans=span or None), as_json)
