@@ -381,5 +381,9 @@ def test_citations_combine_terms_and_index_lists(tmp_path: Path) -> None:
         path.write_text(json.dumps({"curve": [[1, 10.0 + seed], [2, 20.0 + seed]]}))
     assert resolve("bench/c curve.-1.1", tmp_path)["per_seed"] == {0: 20.0, 1: 21.0, 2: 22.0}
     assert resolve("bench/c@1 curve.0.1", tmp_path)["mean"] == 11.0
+    assert resolve("bench/c@1-2 curve.0.1", tmp_path)["per_seed"] == {1: 11.0, 2: 12.0}  # a range of seeds
+    assert resolve(f"{a} - bench/c@0-1 curve.0.1", tmp_path)["per_seed"] == pytest.approx({0: 70.64, 1: 69.93})
+    with pytest.raises(ValueError, match="no record of seed 3 to 4"):
+        resolve("bench/c@3-4 curve.0.1", tmp_path)
     assert check("ends at 20.0 / 21.0 / 22.0<!-- record bench/c curve.-1.1 -->\n", tmp_path) == []
     assert "no key" in check("x 20.0<!-- record bench/c curve.2.1 -->\n", tmp_path)[0]
