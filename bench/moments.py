@@ -26,8 +26,9 @@ span finder, its settings chosen on val (`saliency_spans`). `--epochs N` trains 
 own, `moment_detr_guided-N` and `moment_detr_saliency-N` (runs in runs/moments/moment_detr_guided-N).
 
     nice -n 19 python bench/moments.py search --seeds 0,1,2   # windows and training-free spans, per seed
-    python bench/moments.py table                             # the three rows side by side, paired
+    python bench/moments.py table                             # the rows side by side, paired
     python bench/moments.py diagnose RUN...                   # a moment_detr run in its oracle windows
+    python bench/moments.py vary context_weight --epochs 60 --seeds 0,1,2,3,4   # a control of a saliency row
 
 `search` answers the test queries as `videotext search` does today, within each query's own video
 (`where video_id == ...`, as the field scores moment retrieval): with the demo's `dual` run trained
@@ -49,7 +50,10 @@ over all of theirs (`more_seeds`). `search --choose-on-val` adds row `spans_val`
 moment track's context (`index build --moment-context`: 1, 3, 5 or 9 steps) and the six span
 settings (`span_grid`) chosen together on the set's val split for each run (`spans_chosen_on_val`). `diagnose` reads
 moment_detr runs in the window centred on each query's moment (`diagnose`), into
-``results/benchmark/moments/diagnosis.json``.
+``results/benchmark/moments/diagnosis.json``. `vary NAME --epochs N` answers a saliency row's test queries
+again with one span setting at each value of its grid, the others as each run chose them on val
+(`vary_setting`, into ``results/benchmark/moments/moment_detr_saliency-N-by-NAME/``): a control, it
+chooses nothing.
 """
 from __future__ import annotations
 
@@ -366,27 +370,19 @@ def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
     return max(grid, key=lambda item: item[0]), grid  # max keeps the first of equals
 
 
-def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path, epochs: int | None = None) -> dict:
-    """Row `moment_detr_saliency`: the guided head's saliency over each whole video (every window read
-    with the query, overlaps averaged: `predict_moments`) as the step scores of the library's span
-    finder, its six settings chosen on val as for `spans_val` (`choose_span_settings`), the test
-    queries answered once. The same run as row `moment_detr_guided` (or `-EPOCHS`), decoded by its other head."""
+def saliency_tracks(run_dir: Path, manifest: Path, features: Path):
+    """A function of a split: the saliency of run_dir's head over each query's whole video (every window
+    read with the query, overlaps averaged: `predict_moments`) as span finder tracks
+    [(qid, (scores, starts, ends))], the truth {qid: spans} and the CPU-s it took."""
     import numpy as np
 
     from videotext.data.features import FeatureStore
     from videotext.data.loaders import VideoFeatures
     from videotext.data.schema import VideoTextDataset
     from videotext.eval.moment_eval import predict_moments
-    from videotext.eval.moments import moment_metrics
     from videotext.run_model import load_run
-    from videotext.eval.span_finder import SpanSettings, find_spans
 
-    GRID = span_grid()
-    head_row, row = head_rows(True, epochs)
-    base = RECORDS / head_row / f"seed_{seed}.json"
-    if not base.is_file():
-        raise SystemExit(f"{base}: run `train --guide ... --seeds {seed}` first (its run is read here)")
-    method = load_run(runs / f"seed_{seed}", checkpoint="best", threads=1, device="cpu").method
+    method = load_run(run_dir, checkpoint="best", threads=1, device="cpu").method
     dataset = VideoTextDataset.load(manifest)
     read_features = VideoFeatures(FeatureStore(features), method.experts, None)
 
@@ -401,6 +397,54 @@ def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path, epochs
             rows.append((q.qid, (scores, starts, starts + step)))
         return rows, {q.qid: q.spans for q in queries}, time.process_time() - cpu
 
+    return tracks
+
+
+def vary_setting(seed: int, name: str, manifest: Path, features: Path, runs: Path, epochs: int | None) -> dict:
+    """The control of row `moment_detr_saliency` (or `-EPOCHS`): its test queries answered again with one
+    span setting at each value of the grid, the others as the run chose them on val. It tells whether
+    that setting, rather than the run, moves the row's figures; nothing here chooses anything."""
+    from videotext.eval.moments import moment_metrics
+    from videotext.eval.span_finder import SpanSettings, find_spans
+
+    _, row = head_rows(True, epochs)
+    base = RECORDS / row / f"seed_{seed}.json"
+    if not base.is_file():
+        raise SystemExit(f"{base}: run `train --guide ... --seeds {seed}` first (its choice is read here)")
+    chosen = json.loads(base.read_text(encoding="utf-8"))["chosen"]
+    if name not in chosen:
+        raise SystemExit(f"--vary {name}: not a setting chosen on val ({', '.join(chosen)})")
+    test_rows, truth, predict_cpu = saliency_tracks(runs / f"seed_{seed}", manifest, features)("test")
+    results = {}
+    for value in span_grid()[name]:
+        settings = SpanSettings(**{**chosen, name: value})
+        predictions = {qid: [(h.start, h.end, h.score) for h in find_spans(*track, k=10, settings=settings)]
+                       for qid, track in test_rows}
+        metrics = moment_metrics(predictions, truth)
+        results[str(value).replace(".", "_")] = {"value": value, "table": {k: metrics[v] for k, v in TABLE.items()}}
+    record = {"benchmark": "moments", "row": f"{row}-by-{name}", "seed": seed, "chosen": chosen, "varied": name,
+              "results": results, "predict_test_cpu_s": round(predict_cpu, 1), "machine": machine(),
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_json(RECORDS / record["row"] / f"seed_{seed}.json", record)
+    return record
+
+
+def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path, epochs: int | None = None) -> dict:
+    """Row `moment_detr_saliency`: the guided head's saliency over each whole video (every window read
+    with the query, overlaps averaged: `predict_moments`) as the step scores of the library's span
+    finder, its six settings chosen on val as for `spans_val` (`choose_span_settings`), the test
+    queries answered once. The same run as row `moment_detr_guided` (or `-EPOCHS`), decoded by its other head."""
+    from videotext.data.schema import VideoTextDataset
+    from videotext.eval.moments import moment_metrics
+    from videotext.eval.span_finder import SpanSettings, find_spans
+
+    GRID = span_grid()
+    head_row, row = head_rows(True, epochs)
+    base = RECORDS / head_row / f"seed_{seed}.json"
+    if not base.is_file():
+        raise SystemExit(f"{base}: run `train --guide ... --seeds {seed}` first (its run is read here)")
+    tracks = saliency_tracks(runs / f"seed_{seed}", manifest, features)
+    dataset = VideoTextDataset.load(manifest)
     val_rows, val_truth, _ = tracks("val")
     cpu = time.process_time()
     best, grid = choose_span_settings(val_rows, val_truth)
@@ -653,6 +697,13 @@ def main() -> None:
     three.add_argument("--choose-on-val", action="store_true",
                        help="also row spans_val: the span settings chosen on the val split")
     sub.add_parser("table", help="the rows side by side with paired differences")
+    five = sub.add_parser("vary", help="a saliency row's test queries with one span setting at each grid value")
+    five.add_argument("name", help="the span setting, e.g. context_weight")
+    five.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
+    five.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
+    five.add_argument("--seeds", default="0,1,2")
+    five.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments")
+    five.add_argument("--epochs", type=int, default=None, help="the head at this epoch cap (its -EPOCHS rows)")
     four = sub.add_parser("diagnose", help="a moment_detr run in the window centred on each query's moment")
     four.add_argument("runs", type=Path, nargs="+", help="moment_detr run folders")
     four.add_argument("--checkpoint", default="best")
@@ -673,6 +724,15 @@ def main() -> None:
         return
     if args.command == "table":
         print_table(make_table())
+        return
+    if args.command == "vary":
+        head_row, _ = head_rows(True, args.epochs)
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            record = vary_setting(seed, args.name, args.manifest.absolute(), args.features.absolute(),
+                                  args.runs.absolute() / head_row, args.epochs)
+            print(f"seed {seed} {args.name}: " + "; ".join(
+                f"{r['value']}: " + json.dumps({k: round(r['table'][k], 1) for k in QUOTED}) for r in record["results"].values()),
+                flush=True)
         return
     if args.command == "search":
         for seed in [int(s) for s in args.seeds.split(",")]:
