@@ -371,8 +371,8 @@ def choose_span_settings(rows: list, truth: dict) -> tuple[tuple, list]:
 
 
 def saliency_tracks(run_dir: Path, manifest: Path, features: Path):
-    """A function of a split: the saliency of run_dir's head over each query's whole video (every window
-    read with the query, overlaps averaged: `predict_moments`) as span finder tracks
+    """The set, and a function of a split: the saliency of run_dir's head over each query's whole video
+    (every window read with the query, overlaps averaged: `predict_moments`) as span finder tracks
     [(qid, (scores, starts, ends))], the truth {qid: spans} and the CPU-s it took."""
     import numpy as np
 
@@ -397,7 +397,7 @@ def saliency_tracks(run_dir: Path, manifest: Path, features: Path):
             rows.append((q.qid, (scores, starts, starts + step)))
         return rows, {q.qid: q.spans for q in queries}, time.process_time() - cpu
 
-    return tracks
+    return dataset, tracks
 
 
 def vary_setting(seed: int, name: str, manifest: Path, features: Path, runs: Path, epochs: int | None) -> dict:
@@ -414,7 +414,8 @@ def vary_setting(seed: int, name: str, manifest: Path, features: Path, runs: Pat
     chosen = json.loads(base.read_text(encoding="utf-8"))["chosen"]
     if name not in chosen:
         raise SystemExit(f"--vary {name}: not a setting chosen on val ({', '.join(chosen)})")
-    test_rows, truth, predict_cpu = saliency_tracks(runs / f"seed_{seed}", manifest, features)("test")
+    _, tracks = saliency_tracks(runs / f"seed_{seed}", manifest, features)
+    test_rows, truth, predict_cpu = tracks("test")
     results = {}
     for value in span_grid()[name]:
         settings = SpanSettings(**{**chosen, name: value})
@@ -434,7 +435,6 @@ def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path, epochs
     with the query, overlaps averaged: `predict_moments`) as the step scores of the library's span
     finder, its six settings chosen on val as for `spans_val` (`choose_span_settings`), the test
     queries answered once. The same run as row `moment_detr_guided` (or `-EPOCHS`), decoded by its other head."""
-    from videotext.data.schema import VideoTextDataset
     from videotext.eval.moments import moment_metrics
     from videotext.eval.span_finder import SpanSettings, find_spans
 
@@ -443,8 +443,7 @@ def saliency_spans(seed: int, manifest: Path, features: Path, runs: Path, epochs
     base = RECORDS / head_row / f"seed_{seed}.json"
     if not base.is_file():
         raise SystemExit(f"{base}: run `train --guide ... --seeds {seed}` first (its run is read here)")
-    tracks = saliency_tracks(runs / f"seed_{seed}", manifest, features)
-    dataset = VideoTextDataset.load(manifest)
+    dataset, tracks = saliency_tracks(runs / f"seed_{seed}", manifest, features)
     val_rows, val_truth, _ = tracks("val")
     cpu = time.process_time()
     best, grid = choose_span_settings(val_rows, val_truth)
@@ -674,13 +673,15 @@ def print_section(table: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    the_set = argparse.ArgumentParser(add_help=False)  # the set's manifest and features, every command that reads them
+    the_set.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
+    the_set.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
+    seeds = argparse.ArgumentParser(add_help=False)
+    seeds.add_argument("--seeds", default="0,1,2")
     one = sub.add_parser("set", help="sizes and costs of the set")
     one.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
     one.add_argument("--extract-videos", type=int, default=4)
-    two = sub.add_parser("train", help="moment_detr on the set, one seed at a time")
-    two.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
-    two.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
-    two.add_argument("--seeds", default="0,1,2")
+    two = sub.add_parser("train", parents=[the_set, seeds], help="moment_detr on the set, one seed at a time")
     two.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments" / "moment_detr")
     two.add_argument("--set", dest="overrides", action="append", default=[], help="config override a.b=value")
     two.add_argument("--guide", type=Path, default=None,
@@ -688,27 +689,19 @@ def main() -> None:
     two.add_argument("--guide-context", type=int, default=3, help="steps the guide encodes as one clip")
     two.add_argument("--epochs", type=int, default=None,
                      help="an epoch cap other than the config's: rows named with it (moment_detr_guided-60)")
-    three = sub.add_parser("search", help="fixed windows and training-free spans of the demo's run, per seed")
-    three.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
-    three.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
+    three = sub.add_parser("search", parents=[the_set, seeds], help="fixed windows and training-free spans of the demo's run, per seed")
     three.add_argument("--demo-data", type=Path, default=DEMO_DATA)
-    three.add_argument("--seeds", default="0,1,2")
     three.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments")
     three.add_argument("--choose-on-val", action="store_true",
                        help="also row spans_val: the span settings chosen on the val split")
     sub.add_parser("table", help="the rows side by side with paired differences")
-    five = sub.add_parser("vary", help="a saliency row's test queries with one span setting at each grid value")
+    five = sub.add_parser("vary", parents=[the_set, seeds], help="a saliency row's test queries with one span setting at each grid value")
     five.add_argument("name", help="the span setting, e.g. context_weight")
-    five.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
-    five.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
-    five.add_argument("--seeds", default="0,1,2")
     five.add_argument("--runs", type=Path, default=ROOT / "runs" / "moments")
     five.add_argument("--epochs", type=int, default=None, help="the head at this epoch cap (its -EPOCHS rows)")
-    four = sub.add_parser("diagnose", help="a moment_detr run in the window centred on each query's moment")
+    four = sub.add_parser("diagnose", parents=[the_set], help="a moment_detr run in the window centred on each query's moment")
     four.add_argument("runs", type=Path, nargs="+", help="moment_detr run folders")
     four.add_argument("--checkpoint", default="best")
-    four.add_argument("--manifest", type=Path, default=ROOT / "data" / "moments" / "manifest.json")
-    four.add_argument("--features", type=Path, default=ROOT / "data" / "moments" / "features")
     four.add_argument("--queries", type=int, default=200)
     four.add_argument("--out", type=Path, default=RECORDS / "diagnosis.json")
     args = parser.parse_args()
